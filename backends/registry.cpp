@@ -1,0 +1,133 @@
+#include "backends/registry.h"
+
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "backends/nccl/nccl_backend.h"
+#include "backends/tcp/tcp_backend.h"
+#include "comm/env.h"
+#include "comm/launch_env.h"
+#include "comm/log.h"
+#include "comm/tcp_store.h"
+#ifdef DPT_HAVE_MPI
+#include "backends/mpi/mpi_communicator.h"
+#include "backends/mpi/mpi_runtime.h"
+#endif
+
+namespace dpt::backends {
+
+const std::vector<std::string>& known() {
+  static const std::vector<std::string> k = {"mpi", "tcp", "nccl", "auto"};
+  return k;
+}
+
+std::vector<std::string> available() {
+  std::vector<std::string> out;
+#ifdef DPT_HAVE_MPI
+  out.push_back("mpi");
+#endif
+  out.push_back("tcp");
+  if (nccl_built()) out.push_back("nccl");
+  return out;
+}
+
+std::string describe(const std::string& name) {
+  if (name == "mpi") {
+#ifdef DPT_HAVE_MPI
+    return "mpi: built (Open MPI point-to-point and native collectives)";
+#else
+    return "mpi: not built (no MPI found at configure time)";
+#endif
+  }
+  if (name == "tcp") return "tcp: built (own backend: TCP mesh, store rendezvous)";
+  if (name == "nccl") return std::string("nccl: ") + nccl_status();
+  return name + ": unknown";
+}
+
+std::string default_name() { return env::get_string(env::kBackend); }
+
+std::string resolve(const std::string& name) {
+  if (name != "auto") return name;
+#ifdef DPT_HAVE_MPI
+  const LaunchInfo li = detect_launch();
+  if (li.source == "openmpi" || li.source == "pmi") return "mpi";
+#endif
+  return "tcp";
+}
+
+static std::unique_ptr<Communicator> create_tcp(CommOptions options) {
+  const LaunchInfo li = detect_launch();
+  TcpBootstrap b;
+  b.rank = li.rank;
+  b.world_size = li.world_size;
+  b.master_addr = li.master_addr.empty() ? "127.0.0.1" : li.master_addr;
+  b.master_port = li.master_port;
+  if (b.master_port == 0) {
+    if (li.world_size == 1) {
+      b.server = std::make_shared<TcpStoreServer>(b.master_addr, 0);
+      b.master_port = b.server->port();
+    } else if (li.source == "openmpi" || li.source == "pmi") {
+#ifdef DPT_HAVE_MPI
+      // Under mpirun without MASTER_PORT: rank 0 serves the store on a free port and
+      // tells the others over MPI. Only the address travels over MPI; all traffic is TCP.
+      std::string host = b.master_addr;
+      if (li.master_addr.empty() && li.local_size < li.world_size) {
+        char name[256] = {0};
+        gethostname(name, sizeof(name) - 1);
+        host = name;
+      }
+      std::string addr;
+      if (li.rank == 0) {
+        b.server = std::make_shared<TcpStoreServer>(host, 0);
+        addr = host + " " + std::to_string(b.server->port());
+      }
+      addr = mpi::broadcast_from_rank0(addr);
+      auto space = addr.rfind(' ');
+      b.master_addr = addr.substr(0, space);
+      b.master_port = std::stoi(addr.substr(space + 1));
+#else
+      throw std::invalid_argument("backend tcp under an MPI launcher needs MASTER_PORT (this build has no MPI to agree on one)");
+#endif
+    } else {
+      throw std::invalid_argument("backend tcp: MASTER_PORT is not set for a world of " +
+                                  std::to_string(li.world_size) +
+                                  " ranks (launch with build/bin/launch, mpirun, or set MASTER_ADDR/MASTER_PORT)");
+    }
+  }
+  return create_tcp_communicator(b, options);
+}
+
+std::unique_ptr<Communicator> create(const std::string& requested, CommOptions options) {
+  bool is_known = false;
+  for (const auto& k : known()) is_known |= (k == requested);
+  if (!is_known) {
+    std::string valid;
+    for (const auto& k : known()) valid += (valid.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("unknown backend '" + requested + "'; valid backends: " + valid);
+  }
+  const std::string name = resolve(requested);
+  std::unique_ptr<Communicator> c;
+  if (name == "tcp") {
+    c = create_tcp(options);
+  } else if (name == "mpi") {
+#ifdef DPT_HAVE_MPI
+    c = create_mpi_communicator(options);
+#else
+    throw NotBuiltError("backend 'mpi' is not built: no MPI was found when this build was configured");
+#endif
+  } else if (name == "nccl") {
+    c = create_nccl_communicator(options);
+  }
+  log::set_rank(c->rank());
+  log::info("created backend {} ({} of {})", name, c->rank(), c->size());
+  return c;
+}
+
+void abort_job(int exit_code) {
+#ifdef DPT_HAVE_MPI
+  mpi::abort_job(exit_code);
+#endif
+}
+
+}  // namespace dpt::backends

@@ -1,0 +1,224 @@
+#include "backends/tcp/mesh.h"
+
+#include <poll.h>
+
+#include <atomic>
+#include <cerrno>
+#include <exception>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "backends/tcp/frame.h"
+#include "comm/log.h"
+#include "comm/rendezvous.h"
+#include "comm/wire.h"
+
+namespace dpt::tcp {
+
+using net::Clock;
+
+namespace {
+
+constexpr size_t kMaxPendingConnections = 256;
+
+uint64_t random_job_id() {
+  std::random_device rd;
+  uint64_t id = (uint64_t(rd()) << 32) ^ rd();
+  return id ? id : 1;
+}
+
+std::vector<std::string> split_addr(const std::string& v) {
+  auto sp = v.rfind(' ');
+  if (sp == std::string::npos) return {v};
+  return {v.substr(0, sp), v.substr(sp + 1)};
+}
+
+void tune(int fd) {
+  net::set_nodelay(fd);
+  net::set_buffer_sizes(fd, 8 << 20);
+  net::set_keepalive(fd);
+}
+
+// A not yet authenticated incoming connection: bytes of its hello so far.
+struct Pending {
+  net::Socket sock;
+  std::string from;
+  unsigned char hello[kHelloBytes];
+  size_t got = 0;
+  Clock::time_point since;
+};
+
+// Accepts until every lower rank has connected with a valid hello. Runs on its own
+// thread while this rank connects to the higher ones.
+void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t job_id, Mesh& mesh,
+                        Clock::time_point deadline, const std::atomic<bool>& stop) {
+  int expected = cfg.rank;
+  std::vector<Pending> pending;
+  net::set_nonblocking(listener.sock.fd(), true);
+  auto reject = [&](Pending& p, const std::string& why) {
+    ++mesh.rejected_connections;
+    log::warn("tcp rendezvous: closing connection from {}: {}", p.from, why);
+    p.sock.close();
+  };
+  while (expected > 0 && !stop.load()) {
+    if (Clock::now() >= deadline) {
+      std::vector<int> missing;
+      for (int r = 0; r < cfg.rank; ++r)
+        if (!mesh.peers[r].valid()) missing.push_back(r);
+      throw TimeoutError(cfg.ctx, "ranks " + format_rank_list(missing) + " did not connect to this rank at " +
+                                      listener.bound.str() + " (firewall, or wrong COMM_TCP_IFNAME/COMM_TCP_ADDR?)");
+    }
+    std::vector<pollfd> fds;
+    fds.push_back({listener.sock.fd(), POLLIN, 0});
+    for (auto& p : pending) fds.push_back({p.sock.fd(), POLLIN, 0});
+    int rc = ::poll(fds.data(), fds.size(), 100);
+    if (rc < 0 && errno != EINTR) throw net::SocketError("poll: " + net::errno_string(errno), errno);
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
+      for (;;) {
+        net::Endpoint from;
+        net::Socket s = net::accept_until(listener.sock.fd(), Clock::now(), &from);
+        if (!s.valid()) break;
+        if (pending.size() >= kMaxPendingConnections) {
+          ++mesh.rejected_connections;
+          continue;  // too many unauthenticated connections: drop the newest
+        }
+        net::set_nonblocking(s.fd(), true);
+        pending.push_back(Pending{std::move(s), from.str(), {}, 0, Clock::now()});
+      }
+    }
+    for (size_t i = 0; i < pending.size() && rc > 0; ++i) {
+      Pending& p = pending[i];
+      if (i + 1 >= fds.size() || !fds[i + 1].revents || !p.sock.valid()) continue;
+      ssize_t r = ::recv(p.sock.fd(), p.hello + p.got, kHelloBytes - p.got, 0);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) {
+        reject(p, "closed before completing the hello");
+        continue;
+      }
+      if (r < 0) continue;
+      p.got += static_cast<size_t>(r);
+      if (p.got < kHelloBytes) {
+        // Reject garbage as soon as its first bytes show it is not a hello.
+        if (p.got >= 4 && wire::load_u32(p.hello) != kHelloMagic) reject(p, "not a dpt hello (bad magic)");
+        continue;
+      }
+      try {
+        Hello h = decode_hello(p.hello);
+        if (h.kind != HelloKind::hello) throw FrameError("expected a hello, got an ack");
+        if (h.job_id != job_id || h.comm_id != cfg.comm_id)
+          throw FrameError("hello from a different job or communicator (stale process of an earlier run?)");
+        if (h.world != cfg.world)
+          throw FrameError(fmt::format("peer has world size {}, this rank {}", h.world, cfg.world));
+        if (h.rank < 0 || h.rank >= cfg.rank)
+          throw FrameError(fmt::format("rank {} may not connect to rank {} (only lower ranks connect)", h.rank, cfg.rank));
+        if (mesh.peers[h.rank].valid()) throw FrameError(fmt::format("rank {} connected twice", h.rank));
+        Hello ack{HelloKind::ack, cfg.rank, cfg.world, job_id, cfg.comm_id};
+        unsigned char buf[kHelloBytes];
+        encode_hello(ack, buf);
+        net::set_nonblocking(p.sock.fd(), false);
+        net::send_all(p.sock.fd(), buf, sizeof buf, deadline, "rank " + std::to_string(h.rank));
+        tune(p.sock.fd());
+        mesh.peers[h.rank] = std::move(p.sock);
+        --expected;
+      } catch (const FrameError& e) {
+        reject(p, e.what());
+      } catch (const net::SocketError& e) {
+        reject(p, e.what());
+      }
+    }
+    // Drop closed entries, and connections that sat silent too long (a scanner that
+    // connects and says nothing must not hold a slot forever).
+    auto now = Clock::now();
+    for (auto& p : pending)
+      if (p.sock.valid() && now - p.since > std::chrono::seconds(10)) reject(p, "no hello within 10 s");
+    std::erase_if(pending, [](const Pending& p) { return !p.sock.valid(); });
+  }
+}
+
+void connect_higher_ranks(Store& store, const MeshConfig& cfg, uint64_t job_id, Mesh& mesh,
+                          Clock::time_point deadline) {
+  for (int peer = cfg.rank + 1; peer < cfg.world; ++peer) {
+    auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    auto addr = split_addr(store.get(cfg.prefix + "/addr/" + std::to_string(peer), std::max(left, Millis(1))));
+    if (addr.size() != 2) throw MismatchError(cfg.ctx, "malformed address of rank " + std::to_string(peer) + " in the store");
+    std::string what = fmt::format("rank {} at {}:{}", peer, addr[0], addr[1]);
+    net::Socket s;
+    try {
+      s = net::connect_with_retry(addr[0], std::stoi(addr[1]), deadline, cfg.family);
+      Hello hello{HelloKind::hello, cfg.rank, cfg.world, job_id, cfg.comm_id};
+      unsigned char buf[kHelloBytes];
+      encode_hello(hello, buf);
+      net::send_all(s.fd(), buf, sizeof buf, deadline, what);
+      net::recv_all(s.fd(), buf, sizeof buf, deadline, what);
+      Hello ack = decode_hello(buf);
+      if (ack.kind != HelloKind::ack || ack.rank != peer || ack.world != cfg.world || ack.job_id != job_id ||
+          ack.comm_id != cfg.comm_id)
+        throw FrameError("its reply does not match (rank " + std::to_string(ack.rank) + ", world " +
+                         std::to_string(ack.world) + "): a process of another job on that port?");
+    } catch (const net::SocketTimeout& e) {
+      ErrorContext c = cfg.ctx;
+      c.peer = peer;
+      throw TimeoutError(c, std::string("connecting to ") + what + ": " + e.what());
+    } catch (const net::SocketClosed& e) {
+      ErrorContext c = cfg.ctx;
+      c.peer = peer;
+      throw PeerError(c, what + " closed the connection during the hello (it rejected us: different job, "
+                                "or it exited?): " + e.what());
+    } catch (const std::exception& e) {
+      ErrorContext c = cfg.ctx;
+      c.peer = peer;
+      throw PeerError(c, "connecting to " + what + ": " + e.what());
+    }
+    tune(s.fd());
+    mesh.peers[peer] = std::move(s);
+  }
+}
+
+}  // namespace
+
+Mesh build_mesh(Store& store, const MeshConfig& cfg) {
+  ErrorContext ctx = cfg.ctx;
+  ctx.op = "rendezvous";
+  const auto deadline = Clock::now() + cfg.timeout;
+  Mesh mesh;
+  mesh.peers.resize(static_cast<size_t>(cfg.world));
+
+  net::Listener listener;
+  try {
+    listener = net::listen_on(cfg.listen_host, 0, cfg.family);
+  } catch (const net::SocketError& e) {
+    throw UsageError(ctx, std::string(e.what()) + " (set COMM_TCP_ADDR or COMM_TCP_IFNAME to a local address)");
+  }
+  if (cfg.rank == 0) store.set(cfg.prefix + "/job", std::to_string(random_job_id()));
+  store.set(cfg.prefix + "/addr/" + std::to_string(cfg.rank),
+            listener.bound.host() + " " + std::to_string(listener.port()));
+  rendezvous(store, cfg.prefix, cfg.rank, cfg.world, cfg.timeout, cfg.ctx);
+  auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+  mesh.job_id = std::stoull(store.get(cfg.prefix + "/job", std::max(left, Millis(1))));
+
+  MeshConfig c = cfg;
+  c.ctx = ctx;
+  std::exception_ptr accept_error;
+  std::atomic<bool> stop{false};  // connecting failed: the acceptor need not wait on
+  std::thread acceptor([&] {
+    try {
+      accept_lower_ranks(listener, c, mesh.job_id, mesh, deadline, stop);
+    } catch (...) {
+      accept_error = std::current_exception();
+    }
+  });
+  std::exception_ptr connect_error;
+  try {
+    connect_higher_ranks(store, c, mesh.job_id, mesh, deadline);
+  } catch (...) {
+    connect_error = std::current_exception();
+    stop = true;
+  }
+  acceptor.join();
+  if (connect_error) std::rethrow_exception(connect_error);
+  if (accept_error) std::rethrow_exception(accept_error);
+  return mesh;
+}
+
+}  // namespace dpt::tcp

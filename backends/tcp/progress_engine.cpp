@@ -1,0 +1,825 @@
+// The progress engine (terms in progress_engine.h). One loop, on one thread:
+//   1. take newly posted ops from the inbox and route them (send queue, posted
+//      receives, or an already buffered unexpected frame);
+//   2. write what the send queues hold (sendmsg, many frames per call);
+//   3. poll() every connection: POLLIN unless the peer is paused, POLLOUT when its send
+//      queue is not empty, plus the eventfd that posters ring;
+//   4. read: headers and small payloads through the peer's staging buffer, large
+//      payloads straight into their destination;
+//   5. every 100 ms, fail ops whose deadline passed.
+// Sends and receives of one connection are handled in the same loop iteration, so two
+// ranks sending large messages to each other at once both make progress (no deadlock).
+#include "backends/tcp/progress_engine.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "backends/tcp/frame.h"
+#include "comm/log.h"
+
+namespace dpt::tcp {
+
+using net::Clock;
+
+namespace {
+
+constexpr size_t kStageBytes = 64 * 1024;     // per-peer staging buffer
+constexpr size_t kDirectMinBytes = 16 * 1024;  // payload rest at least this: read directly
+constexpr size_t kReadBudget = 8u << 20;       // bytes read from one peer per loop turn
+constexpr size_t kWriteBudget = 8u << 20;      // bytes written to one peer per loop turn
+constexpr int kMaxIov = 64;
+constexpr Millis kExpiryCheck{100};
+constexpr Millis kAbortFlush{1000};           // time to get abort frames out before closing
+
+struct Op {
+  bool is_send = false;
+  int peer = -1;
+  int64_t tag = 0;
+  char* data = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<PromiseWork> work;  // null for the engine's own control frames
+  Clock::time_point deadline;
+  int64_t timeout_ms = 0;  // for messages
+  unsigned char header[kHeaderBytes];
+  size_t header_sent = 0;
+  size_t done = 0;     // payload bytes written
+  std::string owned;   // control frame payload (data points here)
+};
+using OpPtr = std::shared_ptr<Op>;
+
+struct Unexpected {
+  std::unique_ptr<char[]> data;
+  size_t bytes = 0;
+  bool complete = false;
+};
+using UnexpPtr = std::shared_ptr<Unexpected>;
+
+enum class PeerState { open, departed, broken };
+
+struct Peer {
+  int rank = -1;
+  net::Socket sock;
+  PeerState state = PeerState::open;
+  bool goodbye_queued = false;
+  bool closing = false;  // communicator failed: flush control frames, then close
+  std::deque<OpPtr> sendq;
+  // receive state machine
+  unsigned char hdr[kHeaderBytes];
+  size_t hdr_got = 0;
+  bool in_payload = false;
+  bool paused = false;
+  FrameHeader cur;
+  uint64_t payload_got = 0;
+  OpPtr cur_recv;      // direct destination
+  UnexpPtr cur_unexp;  // buffered destination
+  std::string cur_abort;
+  std::unique_ptr<char[]> stage;
+  size_t stage_begin = 0, stage_end = 0;
+  std::unordered_map<int64_t, std::deque<OpPtr>> posted;
+  std::unordered_map<int64_t, std::deque<UnexpPtr>> unexpected;
+};
+
+}  // namespace
+
+struct ProgressEngine::Impl {
+  EngineConfig cfg;
+  std::vector<Peer> peers;
+  int wake_fd = -1;
+  std::thread thread;
+
+  // ---- shared with posting threads (under mu) ----
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<OpPtr> inbox;
+  std::atomic<bool> wake_pending{false};
+  bool abort_requested = false;
+  std::string abort_reason;
+  bool abort_handled = false;
+  bool shutdown_requested = false;
+  Millis shutdown_grace{5000};
+  bool exited = false;
+
+  // ---- engine thread only ----
+  bool failed = false;
+  bool failed_by_abort = false;
+  std::string fail_detail;
+  Clock::time_point close_deadline;
+  bool shutting_down = false;
+  Clock::time_point shutdown_deadline;
+  uint64_t unexpected_bytes = 0;
+
+  std::atomic<uint64_t> frames_sent{0}, frames_received{0}, bytes_sent{0}, bytes_received{0};
+  std::atomic<uint64_t> unexpected_frames{0}, unexpected_peak{0};
+
+  // ---- posting ----
+  WorkPtr post(bool is_send, const Buffer& buf, int peer, int64_t tag, Millis timeout);
+  void wake();
+
+  // ---- engine ----
+  void run();
+  void take_inbox();
+  void route(const OpPtr& op);
+  void match_recv(Peer& p, const OpPtr& op);
+  bool flush(Peer& p);
+  bool read_peer(Peer& p);
+  bool on_header(Peer& p);
+  void deliver(Peer& p, const char* src, size_t n);
+  void finish_payload(Peer& p);
+  void on_connection_lost(Peer& p, const std::string& detail);
+  void on_goodbye(Peer& p);
+  void fail_communicator(const std::string& detail, bool local_abort, int culprit);
+  void start_shutdown();
+  void expire_ops();
+  void release_unexpected(size_t bytes);
+  void resume_paused();
+  void close_peer(Peer& p);
+  bool has_pending_ops() const;
+
+  // ---- errors ----
+  ErrorContext ctx(const Op& op) const { return cfg.context(op.is_send ? "send" : "recv", op.peer); }
+  std::string tag_text(const Op& op) const { return fmt::format("tag {}, {} bytes", op.tag, op.bytes); }
+  void complete(const OpPtr& op) {
+    if (op->work) op->work->complete();
+  }
+  template <class E> void fail(const OpPtr& op, const std::string& detail) {
+    if (op->work) op->work->fail(std::make_exception_ptr(E(ctx(*op), detail + " (" + tag_text(*op) + ")")));
+  }
+  void fail_with_failure(const OpPtr& op) {
+    if (failed_by_abort)
+      fail<AbortedError>(op, fail_detail);
+    else
+      fail<PeerError>(op, fail_detail);
+  }
+  void fail_departed(const OpPtr& op) {
+    fail<PeerError>(op, fmt::format("peer rank {} has shut down its communicator (it said goodbye), so this "
+                                    "operation can never complete: did the ranks issue different operations?",
+                                    op->peer));
+  }
+};
+
+// =====================================================================================
+// Posting (any thread)
+
+WorkPtr ProgressEngine::Impl::post(bool is_send, const Buffer& buf, int peer, int64_t tag, Millis timeout) {
+  if (timeout <= Millis(0)) timeout = cfg.op_timeout;
+  const char* what = is_send ? "send" : "recv";
+  if (peer < 0 || peer >= cfg.world || peer == cfg.rank)
+    throw UsageError(cfg.context(what, peer), fmt::format("peer {} is not another rank in [0, {})", peer, cfg.world));
+  if (!buf.device.is_cpu())
+    throw UsageError(cfg.context(what, peer), "the tcp backend moves host memory only (got a " + buf.device.str() + " buffer)");
+  auto op = std::make_shared<Op>();
+  op->is_send = is_send;
+  op->peer = peer;
+  op->tag = tag;
+  op->data = static_cast<char*>(buf.data);
+  op->bytes = buf.bytes();
+  op->work = std::make_shared<PromiseWork>(cfg.context(what, peer));
+  op->work->set_default_timeout(timeout);
+  op->deadline = Clock::now() + timeout;
+  op->timeout_ms = timeout.count();
+  if (op->bytes > 0 && !op->data) throw UsageError(cfg.context(what, peer), "null buffer with a non-zero count");
+  if (is_send && op->bytes > cfg.max_frame_bytes)
+    throw UsageError(cfg.context(what, peer), fmt::format("message of {} bytes exceeds COMM_MAX_FRAME_BYTES={}", op->bytes,
+                                                          cfg.max_frame_bytes));
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (shutdown_requested || exited)
+      return std::make_shared<ReadyWork>(std::make_exception_ptr(
+          AbortedError(cfg.context(what, peer), "the communicator is shutting down")));
+    inbox.push_back(op);
+  }
+  wake();
+  return op->work;
+}
+
+void ProgressEngine::Impl::wake() {
+  if (wake_pending.exchange(true)) return;  // already rung and not yet answered
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd, &one, sizeof one);
+  (void)ignored;
+}
+
+// =====================================================================================
+// The loop
+
+void ProgressEngine::Impl::run() {
+  std::vector<pollfd> fds;
+  std::vector<int> fd_peer;
+  auto next_expiry = Clock::now() + kExpiryCheck;
+  for (;;) {
+    take_inbox();
+    for (Peer& p : peers)
+      if (p.sock.valid() && !p.sendq.empty()) flush(p);
+    auto now = Clock::now();
+    if (shutting_down || failed) {
+      // Close connections whose control frames are out (or that ran out of time).
+      for (Peer& p : peers) {
+        if (!p.sock.valid()) continue;
+        bool flushed = p.sendq.empty();
+        if (failed && p.closing && (flushed || now >= close_deadline)) close_peer(p);
+        if (shutting_down && (flushed || now >= shutdown_deadline) && (p.goodbye_queued || p.state != PeerState::open))
+          close_peer(p);
+      }
+      bool any_open = false;
+      for (const Peer& p : peers) any_open |= p.sock.valid();
+      if (shutting_down && !any_open) break;
+    }
+    fds.clear();
+    fd_peer.clear();
+    fds.push_back({wake_fd, POLLIN, 0});
+    for (Peer& p : peers) {
+      if (!p.sock.valid()) continue;
+      short ev = 0;
+      if (!p.paused && !p.closing) ev |= POLLIN;
+      if (!p.sendq.empty()) ev |= POLLOUT;
+      fds.push_back({p.sock.fd(), ev, 0});
+      fd_peer.push_back(p.rank);
+    }
+    int timeout_ms = (shutting_down || failed) ? 10 : has_pending_ops() ? static_cast<int>(kExpiryCheck.count()) : 1000;
+    int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (rc < 0 && errno != EINTR) {
+      log::error("tcp engine: poll failed: {}", net::errno_string(errno));
+      fail_communicator("internal error: poll failed: " + net::errno_string(errno), false, -1);
+    }
+    if (rc > 0) {
+      if (fds[0].revents & POLLIN) {
+        uint64_t v;
+        ssize_t ignored = ::read(wake_fd, &v, sizeof v);
+        (void)ignored;
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        Peer& p = peers[static_cast<size_t>(fd_peer[i - 1])];
+        short re = fds[i].revents;
+        if (!re || !p.sock.valid()) continue;
+        if ((re & (POLLIN | POLLHUP | POLLERR)) && !p.closing) {
+          if (!read_peer(p)) continue;
+        }
+        if ((re & (POLLOUT | POLLERR)) && p.sock.valid() && !p.sendq.empty()) flush(p);
+      }
+    }
+    now = Clock::now();
+    if (now >= next_expiry) {
+      expire_ops();
+      next_expiry = now + kExpiryCheck;
+    }
+  }
+  // Whatever is still pending can no longer complete.
+  fail_detail = failed ? fail_detail : "the communicator was shut down while this operation was pending";
+  failed_by_abort = true;
+  for (Peer& p : peers) {
+    for (auto& [tag, q] : p.posted)
+      for (auto& op : q) fail_with_failure(op);
+    p.posted.clear();
+    for (auto& op : p.sendq) fail_with_failure(op);
+    p.sendq.clear();
+    if (p.cur_recv) fail_with_failure(p.cur_recv);
+    p.cur_recv.reset();
+  }
+  std::vector<OpPtr> late;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    exited = true;
+    late.swap(inbox);
+  }
+  for (auto& op : late) fail_with_failure(op);
+  cv.notify_all();
+}
+
+bool ProgressEngine::Impl::has_pending_ops() const {
+  for (const Peer& p : peers)
+    if (!p.sendq.empty() || !p.posted.empty() || p.cur_recv) return true;
+  return false;
+}
+
+void ProgressEngine::Impl::take_inbox() {
+  wake_pending.store(false);
+  std::vector<OpPtr> ops;
+  bool do_abort = false, do_shutdown = false;
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    ops.swap(inbox);
+    if (abort_requested && !abort_handled) {
+      do_abort = true;
+      reason = abort_reason;
+    }
+    if (shutdown_requested && !shutting_down) {
+      do_shutdown = true;
+      shutdown_deadline = Clock::now() + shutdown_grace;
+    }
+  }
+  for (auto& op : ops) route(op);
+  if (do_abort) {
+    fail_communicator("communicator aborted: " + reason, true, -1);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      abort_handled = true;
+    }
+    cv.notify_all();
+  }
+  if (do_shutdown) start_shutdown();
+}
+
+void ProgressEngine::Impl::route(const OpPtr& op) {
+  Peer& p = peers[static_cast<size_t>(op->peer)];
+  if (failed) return fail_with_failure(op);
+  if (op->is_send) {
+    if (p.state != PeerState::open || p.goodbye_queued || !p.sock.valid()) return fail_departed(op);
+    encode_header(FrameHeader{FrameType::data, op->tag, op->bytes}, op->header);
+    p.sendq.push_back(op);
+    return;
+  }
+  match_recv(p, op);
+}
+
+void ProgressEngine::Impl::match_recv(Peer& p, const OpPtr& op) {
+  // A frame that arrived first (and may still be arriving) is this receive's, in order.
+  auto it = p.unexpected.find(op->tag);
+  if (it != p.unexpected.end() && !it->second.empty()) {
+    UnexpPtr u = it->second.front();
+    it->second.pop_front();
+    if (it->second.empty()) p.unexpected.erase(it);
+    bool arriving = !u->complete;  // then it is p.cur_unexp
+    if (u->bytes != op->bytes) {
+      fail<MismatchError>(op, fmt::format("peer rank {} sent {} bytes but this receive holds {}: did the ranks "
+                                          "issue different operations (a collective mismatch)?",
+                                          p.rank, u->bytes, op->bytes));
+      if (arriving) p.cur_unexp.reset();  // rest of the frame is discarded
+    } else if (!arriving) {
+      if (u->bytes) std::memcpy(op->data, u->data.get(), u->bytes);
+      complete(op);
+    } else {
+      // Switch the frame being read to the user's buffer: the rest goes there directly.
+      if (p.payload_got) std::memcpy(op->data, u->data.get(), p.payload_got);
+      p.cur_unexp.reset();
+      p.cur_recv = op;
+    }
+    release_unexpected(u->bytes);
+    return;
+  }
+  if (p.state != PeerState::open) {
+    if (p.state == PeerState::departed) return fail_departed(op);
+    return fail_with_failure(op);
+  }
+  p.posted[op->tag].push_back(op);
+  if (p.paused && p.cur.tag == op->tag && p.cur.type == FrameType::data) {
+    p.paused = false;
+    if (on_header(p)) read_peer(p);
+  }
+}
+
+// =====================================================================================
+// Writing
+
+bool ProgressEngine::Impl::flush(Peer& p) {
+  size_t written = 0;
+  while (!p.sendq.empty() && written < kWriteBudget) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (auto& op : p.sendq) {
+      if (n + 2 > kMaxIov) break;
+      if (op->header_sent < kHeaderBytes) iov[n++] = {op->header + op->header_sent, kHeaderBytes - op->header_sent};
+      if (op->done < op->bytes) iov[n++] = {op->data + op->done, op->bytes - op->done};
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    ssize_t w = ::sendmsg(p.sock.fd(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      int err = errno;
+      on_connection_lost(p, fmt::format("connection to peer rank {} lost while sending ({}): did it exit or crash?",
+                                        p.rank, net::errno_string(err)));
+      return false;
+    }
+    written += static_cast<size_t>(w);
+    bytes_sent += static_cast<uint64_t>(w);
+    size_t left = static_cast<size_t>(w);
+    while (!p.sendq.empty()) {
+      Op& op = *p.sendq.front();
+      size_t take = std::min(left, kHeaderBytes - op.header_sent);
+      op.header_sent += take;
+      left -= take;
+      take = std::min(left, op.bytes - op.done);
+      op.done += take;
+      left -= take;
+      if (op.header_sent < kHeaderBytes || op.done < op.bytes) break;
+      OpPtr done = std::move(p.sendq.front());
+      p.sendq.pop_front();
+      ++frames_sent;
+      complete(done);
+    }
+  }
+  return true;
+}
+
+// =====================================================================================
+// Reading
+
+bool ProgressEngine::Impl::read_peer(Peer& p) {
+  if (!p.stage) p.stage = std::make_unique<char[]>(kStageBytes);
+  size_t budget = kReadBudget;
+  for (;;) {
+    // 1. Bytes already staged.
+    while (p.stage_begin < p.stage_end) {
+      if (p.paused) return true;
+      size_t avail = p.stage_end - p.stage_begin;
+      if (!p.in_payload) {
+        size_t n = std::min(avail, kHeaderBytes - p.hdr_got);
+        std::memcpy(p.hdr + p.hdr_got, p.stage.get() + p.stage_begin, n);
+        p.hdr_got += n;
+        p.stage_begin += n;
+        if (p.hdr_got == kHeaderBytes && !on_header(p)) return false;
+      } else {
+        size_t n = static_cast<size_t>(std::min<uint64_t>(avail, p.cur.length - p.payload_got));
+        deliver(p, p.stage.get() + p.stage_begin, n);
+        p.stage_begin += n;
+        if (p.payload_got == p.cur.length) finish_payload(p);
+      }
+      if (!p.sock.valid()) return false;
+    }
+    if (p.paused || !p.sock.valid() || p.closing) return p.sock.valid();
+    if (budget == 0) return true;
+    // 2. More from the socket: big payload rests straight into their destination.
+    char* dst = p.stage.get();
+    size_t want = kStageBytes;
+    bool direct = false;
+    uint64_t rest = p.in_payload ? p.cur.length - p.payload_got : 0;
+    if (rest >= kDirectMinBytes && (p.cur_recv || p.cur_unexp)) {
+      dst = (p.cur_recv ? p.cur_recv->data : p.cur_unexp->data.get()) + p.payload_got;
+      want = static_cast<size_t>(rest);
+      direct = true;
+    }
+    ssize_t r = ::recv(p.sock.fd(), dst, want, MSG_DONTWAIT);
+    if (r > 0) {
+      size_t got = static_cast<size_t>(r);
+      budget = got >= budget ? 0 : budget - got;
+      bytes_received += got;
+      if (direct) {
+        p.payload_got += got;
+        if (p.payload_got == p.cur.length) finish_payload(p);
+      } else {
+        p.stage_begin = 0;
+        p.stage_end = got;
+      }
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (r == 0) {
+      if (p.state == PeerState::departed || shutting_down) {
+        close_peer(p);  // the expected end after a goodbye
+        return false;
+      }
+      bool mid = p.in_payload || p.hdr_got > 0;
+      on_connection_lost(p, fmt::format("connection closed by peer rank {}{}: did it exit or crash?", p.rank,
+                                        mid ? " in the middle of a frame" : ""));
+      return false;
+    }
+    int err = errno;
+    on_connection_lost(p, fmt::format("connection to peer rank {} failed ({}): did it exit or crash?", p.rank,
+                                      net::errno_string(err)));
+    return false;
+  }
+}
+
+bool ProgressEngine::Impl::on_header(Peer& p) {
+  if (!p.paused && !p.in_payload) {
+    try {
+      p.cur = decode_header(p.hdr, cfg.max_frame_bytes);
+    } catch (const FrameError& e) {
+      on_connection_lost(p, fmt::format("invalid frame from peer rank {}: {}; dropping the connection", p.rank, e.what()));
+      return false;
+    }
+  }
+  p.paused = false;
+  p.payload_got = 0;
+  switch (p.cur.type) {
+    case FrameType::data: {
+      auto it = p.posted.find(p.cur.tag);
+      if (it != p.posted.end() && !it->second.empty()) {
+        OpPtr op = std::move(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) p.posted.erase(it);
+        if (op->bytes != p.cur.length) {
+          // Never write past the posted buffer: the frame is read and dropped.
+          fail<MismatchError>(op, fmt::format("peer rank {} sent {} bytes with tag {} but the posted receive holds {} "
+                                              "bytes: did the ranks issue different operations (a collective mismatch)?",
+                                              p.rank, p.cur.length, p.cur.tag, op->bytes));
+        } else {
+          p.cur_recv = std::move(op);
+        }
+      } else {
+        if (unexpected_bytes + p.cur.length > cfg.max_unexpected_bytes) {
+          p.paused = true;  // until a matching receive is posted or the budget frees up
+          return true;
+        }
+        auto u = std::make_shared<Unexpected>();
+        u->bytes = static_cast<size_t>(p.cur.length);
+        if (u->bytes) u->data = std::make_unique<char[]>(u->bytes);
+        unexpected_bytes += u->bytes;
+        ++unexpected_frames;
+        if (unexpected_bytes > unexpected_peak) unexpected_peak = unexpected_bytes;
+        p.unexpected[p.cur.tag].push_back(u);
+        p.cur_unexp = std::move(u);
+      }
+      break;
+    }
+    case FrameType::goodbye:
+      p.hdr_got = 0;
+      ++frames_received;
+      on_goodbye(p);
+      return true;
+    case FrameType::abort:
+      p.cur_abort.clear();
+      break;
+  }
+  p.in_payload = true;
+  if (p.cur.length == 0) finish_payload(p);
+  return p.sock.valid();
+}
+
+void ProgressEngine::Impl::deliver(Peer& p, const char* src, size_t n) {
+  if (p.cur_recv)
+    std::memcpy(p.cur_recv->data + p.payload_got, src, n);
+  else if (p.cur_unexp)
+    std::memcpy(p.cur_unexp->data.get() + p.payload_got, src, n);
+  else if (p.cur.type == FrameType::abort)
+    p.cur_abort.append(src, n);
+  // else: a mismatched frame being dropped
+  p.payload_got += n;
+}
+
+void ProgressEngine::Impl::finish_payload(Peer& p) {
+  ++frames_received;
+  p.in_payload = false;
+  p.hdr_got = 0;
+  if (p.cur_recv) {
+    OpPtr op = std::move(p.cur_recv);
+    p.cur_recv.reset();
+    complete(op);
+  } else if (p.cur_unexp) {
+    p.cur_unexp->complete = true;
+    p.cur_unexp.reset();
+  } else if (p.cur.type == FrameType::abort) {
+    std::string reason = std::move(p.cur_abort);
+    p.state = PeerState::broken;
+    close_peer(p);
+    fail_communicator(fmt::format("rank {} failed its communicator: {}", p.rank, reason), false, p.rank);
+  }
+}
+
+// =====================================================================================
+// Failures, goodbyes, shutdown
+
+void ProgressEngine::Impl::close_peer(Peer& p) {
+  if (!p.sock.valid()) return;
+  // Half-close first and drop what is already readable, so the close sends FIN rather
+  // than RST and the peer reads everything we sent (the goodbye) before seeing EOF.
+  ::shutdown(p.sock.fd(), SHUT_WR);
+  char buf[4096];
+  while (::recv(p.sock.fd(), buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  }
+  p.sock.close();
+  p.paused = false;
+}
+
+void ProgressEngine::Impl::on_connection_lost(Peer& p, const std::string& detail) {
+  if (shutting_down || p.state == PeerState::departed || failed) {
+    // Expected (both sides closing) or already reported: quietly forget the peer.
+    p.sock.close();
+    for (auto& op : p.sendq) shutting_down ? fail_departed(op) : fail_with_failure(op);
+    p.sendq.clear();
+    if (p.state == PeerState::open) p.state = PeerState::broken;
+    return;
+  }
+  p.state = PeerState::broken;
+  p.sock.close();
+  fail_communicator(detail, false, p.rank);
+}
+
+void ProgressEngine::Impl::on_goodbye(Peer& p) {
+  p.state = PeerState::departed;
+  // Its frames that arrived before the goodbye stay receivable (unexpected queue);
+  // everything else waiting on it can never complete.
+  for (auto& [tag, q] : p.posted)
+    for (auto& op : q) fail_departed(op);
+  p.posted.clear();
+  for (auto& op : p.sendq)
+    if (op->header_sent == 0) fail_departed(op);
+  std::erase_if(p.sendq, [](const OpPtr& op) { return op->header_sent == 0; });
+  log::debug("tcp engine: peer rank {} said goodbye", p.rank);
+}
+
+void ProgressEngine::Impl::fail_communicator(const std::string& detail, bool local_abort, int culprit) {
+  if (failed) return;
+  failed = true;
+  failed_by_abort = local_abort;
+  fail_detail = detail;
+  close_deadline = Clock::now() + kAbortFlush;
+  size_t failed_ops = 0;
+  std::string reason = detail.size() > kMaxAbortReason ? detail.substr(0, kMaxAbortReason) : detail;
+  for (Peer& p : peers) {
+    for (auto& [tag, q] : p.posted)
+      for (auto& op : q) {
+        fail_with_failure(op);
+        ++failed_ops;
+      }
+    p.posted.clear();
+    if (p.cur_recv) {
+      fail_with_failure(p.cur_recv);
+      ++failed_ops;
+      p.cur_recv.reset();
+    }
+    p.unexpected.clear();
+    p.cur_unexp.reset();
+    bool partial = !p.sendq.empty() && p.sendq.front()->header_sent > 0;
+    for (auto& op : p.sendq)
+      if (op->work) {
+        fail_with_failure(op);
+        ++failed_ops;
+      }
+    p.sendq.clear();
+    p.paused = false;
+    p.closing = true;
+    if (!p.sock.valid() || p.rank == culprit) continue;
+    if (partial || p.state != PeerState::open) {
+      close_peer(p);  // a half-written frame: the stream cannot carry another one
+      continue;
+    }
+    // Tell the peer, so it fails now instead of at its timeout.
+    auto op = std::make_shared<Op>();
+    op->is_send = true;
+    op->peer = p.rank;
+    op->owned = reason;
+    op->data = op->owned.data();
+    op->bytes = op->owned.size();
+    encode_header(FrameHeader{FrameType::abort, 0, op->bytes}, op->header);
+    p.sendq.push_back(op);
+  }
+  unexpected_bytes = 0;
+  if (failed_ops > 0 && !local_abort)
+    log::warn("tcp: {} ({} pending operation(s) failed)", detail, failed_ops);
+  else
+    log::debug("tcp: communicator failed: {}", detail);
+}
+
+void ProgressEngine::Impl::start_shutdown() {
+  shutting_down = true;
+  // Receives still posted belong to a caller that is gone; release their buffers now.
+  for (Peer& p : peers) {
+    for (auto& [tag, q] : p.posted)
+      for (auto& op : q) fail<AbortedError>(op, "the communicator was destroyed while this receive was pending");
+    p.posted.clear();
+    if (p.cur_recv) {
+      fail<AbortedError>(p.cur_recv, "the communicator was destroyed while this receive was arriving");
+      p.cur_recv.reset();  // the rest of the frame is dropped
+    }
+    if (failed || !p.sock.valid() || p.state != PeerState::open || p.goodbye_queued) continue;
+    auto op = std::make_shared<Op>();
+    op->is_send = true;
+    op->peer = p.rank;
+    encode_header(FrameHeader{FrameType::goodbye, 0, 0}, op->header);
+    p.sendq.push_back(op);
+    p.goodbye_queued = true;
+  }
+}
+
+void ProgressEngine::Impl::expire_ops() {
+  auto now = Clock::now();
+  for (Peer& p : peers) {
+    for (auto it = p.posted.begin(); it != p.posted.end();) {
+      auto& q = it->second;
+      while (!q.empty() && q.front()->deadline <= now) {
+        fail<TimeoutError>(q.front(), fmt::format("no message from peer rank {} within {} ms (is it stuck or dead, or "
+                                                  "did the ranks issue different operations?)", p.rank, q.front()->timeout_ms));
+        q.pop_front();
+      }
+      it = q.empty() ? p.posted.erase(it) : std::next(it);
+    }
+    if (p.cur_recv && p.cur_recv->deadline <= now) {
+      OpPtr op = std::move(p.cur_recv);
+      const int64_t ms = op->timeout_ms;
+      p.cur_recv.reset();
+      fail<TimeoutError>(op, fmt::format("peer rank {} stopped sending in the middle of this message for {} ms "
+                                         "(stuck, or stopped with SIGSTOP?)", p.rank, ms));
+      on_connection_lost(p, fmt::format("peer rank {} stalled in the middle of a frame for {} ms", p.rank, ms));
+      continue;
+    }
+    if (!p.sendq.empty() && p.sendq.front()->work && p.sendq.front()->deadline <= now) {
+      OpPtr op = p.sendq.front();
+      const int64_t ms = op->timeout_ms;
+      if (op->header_sent > 0) {
+        p.sendq.pop_front();
+        fail<TimeoutError>(op, fmt::format("peer rank {} stopped reading in the middle of this message for {} ms "
+                                           "(stuck, or stopped with SIGSTOP?)", p.rank, ms));
+        on_connection_lost(p, fmt::format("peer rank {} stopped reading for {} ms", p.rank, ms));
+        continue;
+      }
+    }
+    // Sends not started: drop those past their deadline (order of the rest is kept).
+    std::erase_if(p.sendq, [&](const OpPtr& op) {
+      if (!op->work || op->header_sent > 0 || op->deadline > now) return false;
+      fail<TimeoutError>(op, fmt::format("could not send to peer rank {} within {} ms: it is not reading (stuck?)",
+                                         p.rank, op->timeout_ms));
+      return true;
+    });
+  }
+}
+
+void ProgressEngine::Impl::release_unexpected(size_t bytes) {
+  unexpected_bytes -= std::min<uint64_t>(unexpected_bytes, bytes);
+  resume_paused();
+}
+
+void ProgressEngine::Impl::resume_paused() {
+  for (Peer& p : peers) {
+    if (!p.paused || !p.sock.valid()) continue;
+    bool fits = unexpected_bytes + p.cur.length <= cfg.max_unexpected_bytes;
+    auto it = p.posted.find(p.cur.tag);
+    bool matched = it != p.posted.end() && !it->second.empty();
+    if (!fits && !matched) continue;
+    p.paused = false;
+    if (on_header(p)) read_peer(p);
+  }
+}
+
+// =====================================================================================
+// Public face
+
+ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> sockets) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.cfg = std::move(cfg);
+  m.peers.resize(static_cast<size_t>(m.cfg.world));
+  for (int r = 0; r < m.cfg.world; ++r) {
+    Peer& p = m.peers[static_cast<size_t>(r)];
+    p.rank = r;
+    if (r < static_cast<int>(sockets.size()) && sockets[r].valid()) {
+      p.sock = std::move(sockets[r]);
+      net::set_nonblocking(p.sock.fd(), true);
+    } else if (r != m.cfg.rank) {
+      p.state = PeerState::broken;
+    }
+  }
+  m.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (m.wake_fd < 0) throw net::SocketError("eventfd: " + net::errno_string(errno), errno);
+  m.thread = std::thread([this] { impl_->run(); });
+}
+
+ProgressEngine::~ProgressEngine() {
+  shutdown(Millis(5000));
+  ::close(impl_->wake_fd);
+}
+
+WorkPtr ProgressEngine::isend(const Buffer& buf, int peer, int64_t tag, Millis timeout) {
+  return impl_->post(true, buf, peer, tag, timeout);
+}
+WorkPtr ProgressEngine::irecv(const Buffer& buf, int peer, int64_t tag, Millis timeout) {
+  return impl_->post(false, buf, peer, tag, timeout);
+}
+
+void ProgressEngine::abort(const std::string& reason) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lk(m.mu);
+    if (m.exited || m.abort_requested) return;
+    m.abort_requested = true;
+    m.abort_reason = reason;
+  }
+  m.wake();
+  if (std::this_thread::get_id() == m.thread.get_id()) return;  // from a completion callback
+  std::unique_lock<std::mutex> lk(m.mu);
+  m.cv.wait(lk, [&] { return m.abort_handled || m.exited; });
+}
+
+void ProgressEngine::shutdown(Millis grace) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lk(m.mu);
+    if (!m.shutdown_requested) {
+      m.shutdown_requested = true;
+      m.shutdown_grace = grace;
+    }
+  }
+  m.wake();
+  if (m.thread.joinable() && std::this_thread::get_id() != m.thread.get_id()) m.thread.join();
+}
+
+ProgressEngine::Stats ProgressEngine::stats() const {
+  const Impl& m = *impl_;
+  return Stats{m.frames_sent.load(), m.frames_received.load(), m.bytes_sent.load(), m.bytes_received.load(),
+               m.unexpected_frames.load(), m.unexpected_peak.load()};
+}
+
+}  // namespace dpt::tcp

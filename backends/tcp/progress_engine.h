@@ -1,0 +1,85 @@
+#pragma once
+// The tcp backend's progress engine: one thread that owns every peer connection of a
+// communicator and moves all its bytes with non-blocking sockets and poll().
+//
+// Terms:
+//   op          - a posted send or receive: buffer, peer, tag, Work, deadline.
+//   submission  - ops are posted from any thread into a locked inbox, and the engine
+//                 thread is woken through an eventfd; everything else (queues, sockets,
+//                 matching) belongs to the engine thread alone, so it needs no locks.
+//   send queue  - per peer, FIFO; frames are written with sendmsg() gathering the
+//                 headers and payloads of several queued ops (small messages batch).
+//   posted      - per (peer, tag), FIFO of receives waiting for a frame.
+//   unexpected  - per (peer, tag), FIFO of frames that arrived before their receive;
+//                 buffered up to COMM_TCP_MAX_UNEXPECTED_BYTES in total. Beyond that the
+//                 engine stops reading that peer (TCP flow control pushes back) until a
+//                 matching receive is posted.
+//   direct      - a frame whose receive is already posted is read straight into the
+//                 user's buffer (no copy); small frames go through a staging buffer so
+//                 one recv() picks up many of them.
+//   broken      - a peer whose connection closed without a goodbye, reset, sent an
+//                 invalid frame or an abort frame. Every pending and later op fails with
+//                 PeerError naming it, and the engine tells all other peers (abort frame)
+//                 so the whole group fails within milliseconds instead of at a timeout.
+//   departed    - a peer that sent a goodbye (clean shutdown): later ops with it fail,
+//                 but nothing else is disturbed.
+// Each op also has an engine-side deadline (the communicator's timeout): when it
+// passes, the op fails with TimeoutError and its buffer is no longer referenced.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/error.h"
+#include "comm/socket.h"
+#include "comm/types.h"
+#include "comm/work.h"
+
+namespace dpt::tcp {
+
+struct EngineConfig {
+  int rank = 0;
+  int world = 1;
+  uint64_t max_frame_bytes = uint64_t{1} << 30;
+  uint64_t max_unexpected_bytes = uint64_t{256} << 20;
+  Millis op_timeout{300000};
+  // Builds the error context for an op ("send"/"recv") with a peer.
+  std::function<ErrorContext(const std::string& op, int peer)> context;
+};
+
+class ProgressEngine {
+ public:
+  // Takes the mesh's connections (peers[rank] is empty) and starts the engine thread.
+  ProgressEngine(EngineConfig cfg, std::vector<net::Socket> peers);
+  ~ProgressEngine();  // shutdown(grace = 5 s) if not done yet
+  ProgressEngine(const ProgressEngine&) = delete;
+  ProgressEngine& operator=(const ProgressEngine&) = delete;
+
+  // Non-blocking and thread-safe; the Work completes on the engine thread. The op fails
+  // with TimeoutError after `timeout` (default: EngineConfig::op_timeout).
+  WorkPtr isend(const Buffer& buf, int peer, int64_t tag, Millis timeout = Millis(0));
+  WorkPtr irecv(const Buffer& buf, int peer, int64_t tag, Millis timeout = Millis(0));
+
+  // Fails every pending and later op with AbortedError and tells the peers. Returns
+  // once the engine no longer touches any user buffer.
+  void abort(const std::string& reason);
+  // Clean end: queued sends are flushed, each peer gets a goodbye, sockets are closed,
+  // ops still pending after `grace` fail with AbortedError. Joins the thread.
+  void shutdown(Millis grace);
+
+  struct Stats {
+    uint64_t frames_sent = 0, frames_received = 0, bytes_sent = 0, bytes_received = 0;
+    uint64_t unexpected_frames = 0, unexpected_peak_bytes = 0;
+  };
+  Stats stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dpt::tcp

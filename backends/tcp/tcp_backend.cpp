@@ -1,0 +1,81 @@
+// create_tcp_communicator: store server (rank 0), store client, mesh, communicator.
+//
+// Terms:
+//   prefix - the store namespace of one communicator, "tcp/<n>", where n counts the
+//            tcp communicators this rank created against this store address. Ranks
+//            create communicators in the same order (they are collective), so the n
+//            agree without any extra round trip, and a server that outlives one
+//            communicator (one passed in TcpBootstrap::server) can host the next.
+#include "backends/tcp/tcp_backend.h"
+
+#include <map>
+#include <mutex>
+
+#include "backends/tcp/mesh.h"
+#include "backends/tcp/tcp_communicator.h"
+#include "comm/env.h"
+#include "comm/log.h"
+#include "comm/socket.h"
+
+namespace dpt {
+
+static uint64_t next_comm_number(const std::string& store_addr, int rank) {
+  static std::mutex mu;
+  static std::map<std::string, uint64_t> counters;
+  std::lock_guard<std::mutex> lk(mu);
+  return counters[store_addr + "#" + std::to_string(rank)]++;
+}
+
+std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, CommOptions options) {
+  ErrorContext ctx{b.rank, b.world_size, "tcp", "rendezvous", -1, -1};
+  if (b.world_size < 1 || b.rank < 0 || b.rank >= b.world_size)
+    throw UsageError(ctx, "rank " + std::to_string(b.rank) + " is outside [0, " + std::to_string(b.world_size) +
+                              "): check RANK and WORLD_SIZE");
+  double rdzv_s = env::get_double(env::kRendezvousTimeoutS);
+  if (rdzv_s <= 0) throw std::invalid_argument("COMM_RENDEZVOUS_TIMEOUT_S must be positive");
+  const Millis rdzv_timeout(static_cast<int64_t>(rdzv_s * 1000));
+  const std::string master = b.master_addr.empty() ? std::string("127.0.0.1") : b.master_addr;
+
+  std::shared_ptr<TcpStoreServer> server = b.server;
+  if (b.world_size == 1) {
+    // Nothing to meet: no store traffic, no sockets.
+    std::vector<net::Socket> none(1);
+    return std::make_unique<TcpCommunicator>(0, 1, options, std::move(none), nullptr, server);
+  }
+  if (b.rank == 0 && !server) {
+    if (b.master_port <= 0)
+      throw UsageError(ctx, "MASTER_PORT is not set: the other ranks cannot find rank 0's store");
+    try {
+      server = std::make_shared<TcpStoreServer>(master, b.master_port);
+    } catch (const net::SocketError& e) {
+      throw UsageError(ctx, std::string("rank 0 cannot serve the rendezvous store: ") + e.what() +
+                                " (is MASTER_PORT in use by another job, or MASTER_ADDR not an address of this host?)");
+    }
+  }
+  const int port = server ? server->port() : b.master_port;
+  if (port <= 0) throw UsageError(ctx, "MASTER_PORT is not set");
+  auto store = std::make_unique<TcpStoreClient>(master, port, rdzv_timeout, ctx);
+
+  tcp::MeshConfig cfg;
+  cfg.rank = b.rank;
+  cfg.world = b.world_size;
+  cfg.family = net::parse_family(env::get_string(env::kTcpFamily));
+  try {
+    cfg.listen_host = net::choose_listen_host(master);
+  } catch (const net::SocketError& e) {
+    throw UsageError(ctx, e.what());
+  }
+  cfg.comm_id = next_comm_number(store->address(), b.rank);
+  cfg.prefix = "tcp/" + std::to_string(cfg.comm_id);
+  cfg.timeout = rdzv_timeout;
+  cfg.ctx = ctx;
+  log::set_rank(b.rank);
+  tcp::Mesh mesh = tcp::build_mesh(*store, cfg);
+  if (mesh.rejected_connections > 0)
+    log::warn("tcp rendezvous: {} stray connection(s) were rejected", mesh.rejected_connections);
+  log::debug("tcp: mesh of {} ranks ready (listening on {})", b.world_size, cfg.listen_host);
+  return std::make_unique<TcpCommunicator>(b.rank, b.world_size, options, std::move(mesh.peers), std::move(store),
+                                           std::move(server));
+}
+
+}  // namespace dpt

@@ -1,0 +1,28 @@
+#pragma once
+// The tcp backend's public face: how to start it. Everything else about it is private
+// to backends/tcp (see tcp_communicator.h for the design).
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/tcp_store.h"
+
+namespace dpt {
+
+struct TcpBootstrap {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  // Non-null on rank 0 when the caller already started the store server (e.g. on an
+  // ephemeral port agreed over MPI); rank 0 otherwise serves master_addr:master_port.
+  std::shared_ptr<TcpStoreServer> server;
+};
+
+// Collective over all ranks: rendezvous through the store (timeout
+// COMM_RENDEZVOUS_TIMEOUT_S), full mesh, then the communicator. Throws CommError
+// subclasses (TimeoutError names the missing ranks) and std::invalid_argument for bad
+// environment values.
+std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& bootstrap, CommOptions options);
+
+}  // namespace dpt

@@ -1,0 +1,47 @@
+#include "backends/tcp/tcp_communicator.h"
+
+#include "comm/env.h"
+
+namespace dpt {
+
+static uint64_t positive_env(const char* name) {
+  int64_t v = env::get_int(name);
+  if (v <= 0) throw std::invalid_argument(std::string(name) + " must be positive");
+  return static_cast<uint64_t>(v);
+}
+
+TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
+                                 std::unique_ptr<Store> store, std::shared_ptr<TcpStoreServer> server)
+    : Communicator(rank, size, options), store_(std::move(store)), server_(std::move(server)) {
+  tcp::EngineConfig cfg;
+  cfg.rank = rank;
+  cfg.world = size;
+  cfg.max_frame_bytes = positive_env(env::kMaxFrameBytes);
+  cfg.max_unexpected_bytes = positive_env(kTcpMaxUnexpectedBytesEnv);
+  cfg.op_timeout = options.timeout;
+  // Context is built from rank/size/backend, never from the (changing) options.
+  cfg.context = [rank, size](const std::string& op, int peer) { return ErrorContext{rank, size, "tcp", op, peer, -1}; };
+  try {
+    engine_ = std::make_unique<tcp::ProgressEngine>(std::move(cfg), std::move(sockets));
+  } catch (...) {
+    shutdown_worker();  // the base's worker must not outlive a failed construction
+    throw;
+  }
+}
+
+TcpCommunicator::~TcpCommunicator() {
+  // Collectives first (they use the engine), then the engine says goodbye to the peers.
+  shutdown_worker();
+  engine_.reset();
+}
+
+// The current timeout() travels with each op, so set_timeout() applies to later ops.
+WorkPtr TcpCommunicator::do_isend(const Buffer& buf, int peer, int64_t tag) {
+  return engine_->isend(buf, peer, tag, timeout());
+}
+WorkPtr TcpCommunicator::do_irecv(const Buffer& buf, int peer, int64_t tag) {
+  return engine_->irecv(buf, peer, tag, timeout());
+}
+void TcpCommunicator::do_abort(const std::string& reason) { engine_->abort(reason); }
+
+}  // namespace dpt

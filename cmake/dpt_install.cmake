@@ -1,0 +1,34 @@
+# `cmake --install build --prefix P` installs headers under P/include/dpt, the libraries,
+# the programs, and a CMake package so another project can:
+#   find_package(dpt REQUIRED)   target_link_libraries(app PRIVATE dpt::backends)
+include(CMakePackageConfigHelpers)
+
+set(_dpt_targets dpt_comm dpt_backend_tcp dpt_backends)
+if(DPT_HAVE_MPI)
+  list(APPEND _dpt_targets dpt_backend_mpi)
+endif()
+foreach(t dpt_models dpt_data dpt_optim dpt_local_trainer dpt_train)
+  if(TARGET ${t})
+    list(APPEND _dpt_targets ${t})
+  endif()
+endforeach()
+install(TARGETS ${_dpt_targets} dpt_warnings EXPORT dptTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+foreach(p launch demo comm_bench train train_local zero_consolidate)
+  if(TARGET ${p})
+    install(TARGETS ${p} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()
+foreach(dir comm backends models data optim)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dpt/${dir}
+          FILES_MATCHING PATTERN "*.h")
+endforeach()
+install(EXPORT dptTargets NAMESPACE dpt:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dpt)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/dptConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/dptConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dpt)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/dptConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/dptConfig.cmake ${PROJECT_BINARY_DIR}/dptConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/dpt)

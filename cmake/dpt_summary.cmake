@@ -1,0 +1,11 @@
+# Prints which backends are built and why, at the end of configure.
+message(STATUS "")
+message(STATUS "dpt ${PROJECT_VERSION} configuration summary")
+message(STATUS "  build type          : ${CMAKE_BUILD_TYPE}")
+message(STATUS "  warnings as errors  : ${DPT_WERROR}")
+message(STATUS "  backend tcp         : ON  (built-in, no dependencies)")
+message(STATUS "  backend mpi         : ${DPT_HAVE_MPI}  (${DPT_MPI_REASON})")
+message(STATUS "  CUDA                : ${DPT_HAVE_CUDA}  (${DPT_CUDA_REASON})")
+message(STATUS "  backend nccl        : OFF (stub reports 'not built'; NCCL backend not written yet; ${DPT_NCCL_REASON})")
+message(STATUS "  tests               : ${DPT_BUILD_TESTS}")
+message(STATUS "")

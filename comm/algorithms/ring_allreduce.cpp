@@ -1,0 +1,21 @@
+// Ring allreduce: a ring reduce-scatter followed by a ring allgather.
+//   Each rank sends and receives 2(n-1)/n of the buffer in total, the bandwidth optimum,
+//   in 2(n-1) steps, so it wins for large messages and loses to the tree for small ones.
+//   Terms (ring, chunk, segment, step) are defined in ring_common.h. The reduce-scatter
+//   phase is pipelined by segment; every element is reduced exactly once, in the same
+//   order on every rank's behalf, so all ranks end with bit-identical results.
+#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/ring_common.h"
+
+namespace dpt::algo {
+
+void ring_allreduce(Communicator& c, const CollArgs& a) {
+  copy_if_distinct(a.recv, a.send);
+  if (c.size() == 1 || a.recv.count == 0) return;
+  ChunkLayout layout{a.recv.count, c.size()};
+  // shift 0: after reduce-scatter rank r owns chunk r+1, which it then passes on first.
+  ring_reduce_scatter_phase(c, a, a.recv, layout, 0);
+  ring_allgather_phase(c, a, a.recv, layout, 1);
+}
+
+}  // namespace dpt::algo

@@ -1,0 +1,323 @@
+#include "comm/communicator.h"
+
+#include <cstring>
+
+#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/selector.h"
+#include "comm/env.h"
+#include "comm/reduce_kernels.h"
+#include "comm/subgroup_communicator.h"
+
+namespace dpt {
+
+Algo parse_algo(std::string_view s) {
+  if (s == "auto") return Algo::automatic;
+  if (s == "ring") return Algo::ring;
+  if (s == "tree") return Algo::tree;
+  if (s == "native") return Algo::native;
+  throw std::invalid_argument("unknown algorithm '" + std::string(s) + "'; valid: auto, ring, tree, native");
+}
+
+const char* algo_name(Algo a) {
+  switch (a) {
+    case Algo::automatic: return "auto";
+    case Algo::ring: return "ring";
+    case Algo::tree: return "tree";
+    case Algo::native: return "native";
+  }
+  return "invalid";
+}
+
+const char* coll_name(CollKind k) {
+  switch (k) {
+    case CollKind::allreduce: return "allreduce";
+    case CollKind::reduce: return "reduce";
+    case CollKind::broadcast: return "broadcast";
+    case CollKind::reduce_scatter: return "reduce_scatter";
+    case CollKind::allgather: return "allgather";
+    case CollKind::gather: return "gather";
+    case CollKind::scatter: return "scatter";
+    case CollKind::alltoall: return "alltoall";
+    case CollKind::barrier: return "barrier";
+  }
+  return "invalid";
+}
+
+CommOptions CommOptions::from_env() {
+  CommOptions o;
+  o.algo = parse_algo(env::get_string(env::kAlgo));
+  double t = env::get_double(env::kTimeoutS);
+  if (t <= 0) throw std::invalid_argument("COMM_TIMEOUT_S must be positive");
+  o.timeout = Millis(static_cast<int64_t>(t * 1000));
+  o.thresholds.tree_max_bytes = static_cast<size_t>(env::get_int(env::kTreeMaxBytes));
+  int64_t seg = env::get_int(env::kSegmentBytes);
+  if (seg < 64) throw std::invalid_argument("COMM_SEGMENT_BYTES must be at least 64");
+  o.thresholds.segment_bytes = static_cast<size_t>(seg);
+  return o;
+}
+
+Communicator::Communicator(int rank, int size, CommOptions options)
+    : rank_(rank), size_(size), options_(options) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw std::invalid_argument("communicator: rank " + std::to_string(rank) + " of size " +
+                                std::to_string(size) + " is invalid");
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+Communicator::~Communicator() { shutdown_worker(); }
+
+void Communicator::shutdown_worker() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_ && !worker_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+ErrorContext Communicator::context(const std::string& op, int peer, int64_t seq) const {
+  return ErrorContext{rank_, size_, backend_name(), op, peer, seq};
+}
+
+// ---- point-to-point ----
+
+WorkPtr Communicator::isend(const Buffer& buf, int peer, int64_t tag) {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw UsageError(context("send", peer), "peer must be another rank in [0, " + std::to_string(size_) + ")");
+  if (tag < 0 || tag > kMaxUserTag)
+    throw UsageError(context("send", peer), "tag " + std::to_string(tag) + " outside [0, " + std::to_string(kMaxUserTag) + "]");
+  if (aborted_) throw AbortedError(context("send", peer), "communicator was aborted: " + abort_reason_);
+  WorkPtr w = do_isend(buf, peer, tag);
+  w->set_default_timeout(timeout());
+  return w;
+}
+
+WorkPtr Communicator::irecv(const Buffer& buf, int peer, int64_t tag) {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw UsageError(context("recv", peer), "peer must be another rank in [0, " + std::to_string(size_) + ")");
+  if (tag < 0 || tag > kMaxUserTag)
+    throw UsageError(context("recv", peer), "tag " + std::to_string(tag) + " outside [0, " + std::to_string(kMaxUserTag) + "]");
+  if (aborted_) throw AbortedError(context("recv", peer), "communicator was aborted: " + abort_reason_);
+  WorkPtr w = do_irecv(buf, peer, tag);
+  w->set_default_timeout(timeout());
+  return w;
+}
+
+// ---- collectives: argument checks on the caller's thread, execution on the worker ----
+
+void Communicator::check_args(const CollArgs& a) const {
+  auto fail = [&](const std::string& why) { throw UsageError(context(coll_name(a.kind)), why); };
+  const bool needs_root = a.kind == CollKind::reduce || a.kind == CollKind::broadcast ||
+                          a.kind == CollKind::gather || a.kind == CollKind::scatter;
+  if (needs_root && (a.root < 0 || a.root >= size_))
+    fail("root " + std::to_string(a.root) + " outside [0, " + std::to_string(size_) + ")");
+  if (a.kind == CollKind::barrier || a.kind == CollKind::broadcast) return;
+  if (a.send.dtype != a.recv.dtype)
+    fail(std::string("send dtype ") + dtype_name(a.send.dtype) + " differs from recv dtype " + dtype_name(a.recv.dtype));
+  const size_t n = static_cast<size_t>(size_);
+  auto need = [&](size_t got, size_t want, const char* which) {
+    if (got != want)
+      fail(std::string(which) + " has " + std::to_string(got) + " elements, expected " + std::to_string(want));
+  };
+  const bool is_root = rank_ == a.root;
+  switch (a.kind) {
+    case CollKind::allreduce: need(a.recv.count, a.send.count, "recv"); break;
+    case CollKind::reduce: if (is_root) need(a.recv.count, a.send.count, "recv"); break;
+    case CollKind::reduce_scatter: need(a.send.count, a.recv.count * n, "send"); break;
+    case CollKind::allgather: need(a.recv.count, a.send.count * n, "recv"); break;
+    case CollKind::gather: if (is_root) need(a.recv.count, a.send.count * n, "recv"); break;
+    case CollKind::scatter: if (is_root) need(a.send.count, a.recv.count * n, "send"); break;
+    case CollKind::alltoall:
+      need(a.send.count, a.recv.count, "send");
+      if (a.recv.count % n != 0) fail("alltoall count " + std::to_string(a.recv.count) + " is not a multiple of the world size");
+      if (a.send.data == a.recv.data && a.recv.count > 0) fail("alltoall cannot run in place");
+      break;
+    default: break;
+  }
+}
+
+WorkPtr Communicator::enqueue(CollArgs args) {
+  check_args(args);
+  if (args.algo == Algo::automatic) args.algo = options_.algo;
+  auto work = std::make_shared<PromiseWork>(context(coll_name(args.kind)));
+  work->set_default_timeout(timeout());
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) throw AbortedError(context(coll_name(args.kind)), "communicator is shutting down");
+    args.seq = next_seq_++;
+    // Tags above the user range: one per collective, so a late message of one collective
+    // can never be matched by the next one.
+    args.tag = kMaxUserTag + 1 + (args.seq % (int64_t{1} << 30));
+    queue_.push_back(Task{args, work});
+  }
+  cv_.notify_one();
+  return work;
+}
+
+WorkPtr Communicator::allreduce_async(const Buffer& s, const Buffer& r, ReduceOp op) {
+  return enqueue(CollArgs{CollKind::allreduce, s, r, op});
+}
+WorkPtr Communicator::reduce_async(const Buffer& s, const Buffer& r, ReduceOp op, int root) {
+  return enqueue(CollArgs{CollKind::reduce, s, r, op, root});
+}
+WorkPtr Communicator::broadcast_async(const Buffer& b, int root) {
+  return enqueue(CollArgs{CollKind::broadcast, b, b, ReduceOp::sum, root});
+}
+WorkPtr Communicator::reduce_scatter_async(const Buffer& s, const Buffer& r, ReduceOp op) {
+  return enqueue(CollArgs{CollKind::reduce_scatter, s, r, op});
+}
+WorkPtr Communicator::allgather_async(const Buffer& s, const Buffer& r) {
+  return enqueue(CollArgs{CollKind::allgather, s, r});
+}
+WorkPtr Communicator::gather_async(const Buffer& s, const Buffer& r, int root) {
+  return enqueue(CollArgs{CollKind::gather, s, r, ReduceOp::sum, root});
+}
+WorkPtr Communicator::scatter_async(const Buffer& s, const Buffer& r, int root) {
+  return enqueue(CollArgs{CollKind::scatter, s, r, ReduceOp::sum, root});
+}
+WorkPtr Communicator::alltoall_async(const Buffer& s, const Buffer& r) {
+  return enqueue(CollArgs{CollKind::alltoall, s, r});
+}
+WorkPtr Communicator::barrier_async() {
+  CollArgs a;
+  a.kind = CollKind::barrier;
+  return enqueue(a);
+}
+
+Algo Communicator::resolve_algo(const CollArgs& a) const {
+  Algo requested = a.algo == Algo::automatic ? options_.algo : a.algo;
+  return algo::select(a, requested, size_, native_supports(a), options_.thresholds);
+}
+
+void Communicator::worker_loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const CollArgs& a = task.args;
+    try {
+      if (aborted_) throw AbortedError(context(coll_name(a.kind), -1, a.seq), "communicator was aborted: " + abort_reason_);
+      if (broken_) std::rethrow_exception(broken_);
+      execute(a);
+      task.work->complete();
+    } catch (const CommError& e) {
+      // Re-label the error with the collective it happened in, keeping its kind and peer.
+      ErrorContext ctx = context(std::string(coll_name(a.kind)) + "/" + algo_name(resolve_algo(a)),
+                                 e.context().peer, a.seq);
+      std::exception_ptr ep;
+      if (dynamic_cast<const TimeoutError*>(&e)) ep = std::make_exception_ptr(TimeoutError(ctx, e.detail()));
+      else if (dynamic_cast<const PeerError*>(&e)) ep = std::make_exception_ptr(PeerError(ctx, e.detail()));
+      else if (dynamic_cast<const MismatchError*>(&e)) ep = std::make_exception_ptr(MismatchError(ctx, e.detail()));
+      else if (dynamic_cast<const AbortedError*>(&e)) ep = std::make_exception_ptr(AbortedError(ctx, e.detail()));
+      else if (dynamic_cast<const UsageError*>(&e)) ep = std::make_exception_ptr(UsageError(ctx, e.detail()));
+      else ep = std::make_exception_ptr(CommError(ctx, e.detail()));
+      // A usage error fails identically on every rank and leaves them in step; anything
+      // else may have left ranks out of step, so the communicator is unusable after it.
+      if (!broken_ && !dynamic_cast<const UsageError*>(&e)) broken_ = ep;
+      task.work->fail(ep);
+    } catch (const std::exception& e) {
+      auto ep = std::make_exception_ptr(CommError(context(coll_name(a.kind), -1, a.seq), e.what()));
+      if (!broken_) broken_ = ep;
+      task.work->fail(ep);
+    }
+  }
+}
+
+void Communicator::execute(const CollArgs& a) {
+  const Algo algo = resolve_algo(a);
+  if (algo == Algo::native) {
+    if (!native_supports(a))
+      throw UsageError(context(coll_name(a.kind), -1, a.seq),
+                       "backend '" + backend_name() + "' has no native " + coll_name(a.kind) + " for " + dtype_name(a.recv.dtype) +
+                           "/" + reduce_op_name(a.op) + "; use --algo auto|ring|tree");
+    run_native(a);
+  } else {
+    CollArgs b = a;
+    if (b.op == ReduceOp::avg) b.op = ReduceOp::sum;  // divide once at the end
+    switch (a.kind) {
+      case CollKind::allreduce:
+        (algo == Algo::tree ? algo::tree_allreduce : algo::ring_allreduce)(*this, b);
+        break;
+      case CollKind::reduce: algo::tree_reduce(*this, b); break;
+      case CollKind::broadcast: algo::tree_broadcast(*this, b); break;
+      case CollKind::reduce_scatter: algo::ring_reduce_scatter(*this, b); break;
+      case CollKind::allgather: algo::ring_allgather(*this, b); break;
+      case CollKind::gather: algo::linear_gather(*this, b); break;
+      case CollKind::scatter: algo::linear_scatter(*this, b); break;
+      case CollKind::alltoall: algo::pairwise_alltoall(*this, b); break;
+      case CollKind::barrier: algo::dissemination_barrier(*this, b); break;
+    }
+    if (a.op == ReduceOp::avg) {
+      const bool has_result = a.kind == CollKind::allreduce || a.kind == CollKind::reduce_scatter ||
+                              (a.kind == CollKind::reduce && rank_ == a.root);
+      if (has_result) divide_in_place(a.recv.data, a.recv.count, a.recv.dtype, size_);
+    }
+  }
+}
+
+// ---- helpers ----
+
+std::vector<std::string> Communicator::allgather_bytes(const std::string& mine) {
+  int64_t len = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lens(size_);
+  allgather(make_buffer(&len, 1), make_buffer(lens.data(), lens.size()));
+  int64_t max_len = 0;
+  for (int64_t l : lens) max_len = std::max(max_len, l);
+  std::vector<uint8_t> padded(max_len), all(size_t(max_len) * size_);
+  std::memcpy(padded.data(), mine.data(), mine.size());
+  allgather(make_buffer(padded.data(), padded.size()), make_buffer(all.data(), all.size()));
+  std::vector<std::string> out(size_);
+  for (int i = 0; i < size_; ++i)
+    out[i].assign(reinterpret_cast<const char*>(all.data()) + i * max_len, lens[i]);
+  return out;
+}
+
+std::string Communicator::broadcast_bytes(const std::string& value, int root) {
+  int64_t len = static_cast<int64_t>(value.size());
+  broadcast(make_buffer(&len, 1), root);
+  std::string out = rank_ == root ? value : std::string(size_t(len), '\0');
+  broadcast(make_buffer(reinterpret_cast<uint8_t*>(out.data()), out.size()), root);
+  return out;
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  if (color < kUndefinedColor)
+    throw UsageError(context("split"), "color must be >= 0 or kUndefinedColor (-1)");
+  return do_split(color, key);
+}
+
+std::unique_ptr<Communicator> Communicator::do_split(int color, int key) {
+  int new_rank = -1;
+  std::vector<int> members = split_members(*this, color, key, &new_rank);
+  if (members.empty()) return nullptr;
+  uint64_t h = uint64_t(++split_count_) * 7919u + uint64_t(color) * 104729u;
+  uint64_t ctx = 1 + (h % ((uint64_t{1} << 22) - 2));
+  return std::make_unique<SubgroupCommunicator>(*this, std::move(members), new_rank, ctx);
+}
+
+void Communicator::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (aborted_) return;
+    abort_reason_ = reason;
+    aborted_ = true;
+  }
+  do_abort(reason);
+  // Fail what is still queued.
+  std::deque<Task> pending;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    pending.swap(queue_);
+  }
+  for (auto& t : pending)
+    t.work->fail(std::make_exception_ptr(
+        AbortedError(context(coll_name(t.args.kind), -1, t.args.seq), "communicator was aborted: " + reason)));
+}
+
+}  // namespace dpt

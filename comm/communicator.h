@@ -1,0 +1,176 @@
+#pragma once
+// The contract every backend keeps. A Communicator is a group of `size()` ranks that
+// exchange Buffers. Point-to-point calls are tagged and run concurrently; collectives
+// are queued and executed in issue order on one worker thread per communicator (like a
+// CUDA stream), so every rank must issue the same collectives in the same order, as in
+// MPI and NCCL. Every call has an *_async form returning a Work; the plain form waits.
+//
+// Conventions (NCCL's): in-place is send.data == recv.data; for allgather in-place means
+// send is recv's own slot (recv + rank*count), for reduce_scatter recv is send's own slot.
+// Counts: reduce_scatter send = size*recv.count elements; allgather recv = size*send.count;
+// gather/scatter/alltoall move send.count (resp. recv.count) elements per rank.
+//
+// Backends implement only: raw tagged isend/irecv (do_isend/do_irecv), and optionally
+// native collectives (native_supports/run_native) and split (do_split).
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/error.h"
+#include "comm/types.h"
+#include "comm/work.h"
+
+namespace dpt {
+
+enum class Algo : uint8_t { automatic, ring, tree, native };
+Algo parse_algo(std::string_view s);  // "auto|ring|tree|native"
+const char* algo_name(Algo a);
+
+enum class CollKind : uint8_t {
+  allreduce, reduce, broadcast, reduce_scatter, allgather, gather, scatter, alltoall, barrier
+};
+const char* coll_name(CollKind k);
+
+// Everything one collective call needs; also what ranks would compare to detect a
+// mismatched collective.
+struct CollArgs {
+  CollKind kind = CollKind::barrier;
+  Buffer send;
+  Buffer recv;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  Algo algo = Algo::automatic;  // as requested; the selector resolves automatic
+  int64_t seq = -1;
+  int64_t tag = 0;              // internal tag this collective's messages use
+};
+
+// The selector's knobs (see comm/algorithms/selector.h).
+struct AlgoThresholds {
+  size_t tree_max_bytes = 64 * 1024;     // allreduce: tree up to here, ring above
+  size_t segment_bytes = 1 << 20;        // ring pipelining segment
+};
+
+struct CommOptions {
+  Algo algo = Algo::automatic;
+  Millis timeout{std::chrono::seconds(300)};
+  AlgoThresholds thresholds;
+  // Defaults from COMM_ALGO, COMM_TIMEOUT_S, COMM_TREE_MAX_BYTES, COMM_SEGMENT_BYTES.
+  static CommOptions from_env();
+};
+
+class Communicator {
+ public:
+  // User tags live in [0, kMaxUserTag]; tags above are the collectives' own.
+  static constexpr int64_t kMaxUserTag = (int64_t{1} << 30) - 1;
+  static constexpr int kUndefinedColor = -1;
+
+  Communicator(int rank, int size, CommOptions options);
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend_name() const = 0;
+  const CommOptions& options() const { return options_; }
+  Millis timeout() const { return options_.timeout; }
+  void set_algo(Algo a) { options_.algo = a; }
+  void set_timeout(Millis t) { options_.timeout = t; }
+  // Error context for messages: rank, world, backend, op, peer, seq.
+  ErrorContext context(const std::string& op, int peer = -1, int64_t seq = -1) const;
+
+  // ---- point-to-point ----
+  WorkPtr isend(const Buffer& buf, int peer, int64_t tag);
+  WorkPtr irecv(const Buffer& buf, int peer, int64_t tag);
+  void send(const Buffer& buf, int peer, int64_t tag) { isend(buf, peer, tag)->wait(timeout()); }
+  void recv(const Buffer& buf, int peer, int64_t tag) { irecv(buf, peer, tag)->wait(timeout()); }
+
+  // ---- collectives ----
+  WorkPtr allreduce_async(const Buffer& send, const Buffer& recv, ReduceOp op);
+  WorkPtr reduce_async(const Buffer& send, const Buffer& recv, ReduceOp op, int root);
+  WorkPtr broadcast_async(const Buffer& buf, int root);
+  WorkPtr reduce_scatter_async(const Buffer& send, const Buffer& recv, ReduceOp op);
+  WorkPtr allgather_async(const Buffer& send, const Buffer& recv);
+  WorkPtr gather_async(const Buffer& send, const Buffer& recv, int root);
+  WorkPtr scatter_async(const Buffer& send, const Buffer& recv, int root);
+  WorkPtr alltoall_async(const Buffer& send, const Buffer& recv);
+  WorkPtr barrier_async();
+
+  void allreduce(const Buffer& send, const Buffer& recv, ReduceOp op) { allreduce_async(send, recv, op)->wait(timeout()); }
+  void allreduce(const Buffer& buf, ReduceOp op) { allreduce(buf, buf, op); }
+  void reduce(const Buffer& send, const Buffer& recv, ReduceOp op, int root) { reduce_async(send, recv, op, root)->wait(timeout()); }
+  void broadcast(const Buffer& buf, int root) { broadcast_async(buf, root)->wait(timeout()); }
+  void reduce_scatter(const Buffer& send, const Buffer& recv, ReduceOp op) { reduce_scatter_async(send, recv, op)->wait(timeout()); }
+  void allgather(const Buffer& send, const Buffer& recv) { allgather_async(send, recv)->wait(timeout()); }
+  void gather(const Buffer& send, const Buffer& recv, int root) { gather_async(send, recv, root)->wait(timeout()); }
+  void scatter(const Buffer& send, const Buffer& recv, int root) { scatter_async(send, recv, root)->wait(timeout()); }
+  void alltoall(const Buffer& send, const Buffer& recv) { alltoall_async(send, recv)->wait(timeout()); }
+  void barrier() { barrier_async()->wait(timeout()); }
+
+  // Byte-string helpers for the all_gather_object use case (sizes may differ per rank).
+  std::vector<std::string> allgather_bytes(const std::string& mine);
+  std::string broadcast_bytes(const std::string& value, int root);
+
+  // New communicator of the ranks that passed the same color, ordered by (key, rank).
+  // Collective over this communicator; returns nullptr for kUndefinedColor.
+  std::unique_ptr<Communicator> split(int color, int key);
+
+  // Ends the communicator: queued and in-flight operations fail with AbortedError.
+  void abort(const std::string& reason);
+  bool aborted() const { return aborted_.load(); }
+
+  // Which algorithm a collective with these arguments would run (for logs and benches).
+  Algo resolve_algo(const CollArgs& a) const;
+
+  // ---- for algorithms: raw point-to-point in the collectives' tag space ----
+  WorkPtr isend_internal(const Buffer& buf, int peer, int64_t tag) { return do_isend(buf, peer, tag); }
+  WorkPtr irecv_internal(const Buffer& buf, int peer, int64_t tag) { return do_irecv(buf, peer, tag); }
+
+ protected:
+  // Raw tagged point-to-point: must be callable from several threads at once, must not
+  // block, and must fail (not hang) when the peer is gone. Messages between one pair
+  // with one tag are matched in order.
+  virtual WorkPtr do_isend(const Buffer& buf, int peer, int64_t tag) = 0;
+  virtual WorkPtr do_irecv(const Buffer& buf, int peer, int64_t tag) = 0;
+  // Native collectives, run on the worker thread; run_native blocks until done.
+  virtual bool native_supports(const CollArgs& a) const { return false; }
+  virtual void run_native(const CollArgs& a) { throw std::logic_error("no native collective"); }
+  // Backend-specific split; the default builds a SubgroupCommunicator over this one.
+  virtual std::unique_ptr<Communicator> do_split(int color, int key);
+  virtual void do_abort(const std::string& reason) {}
+  // Subclasses must call this first in their destructor (joins the worker before the
+  // backend's members go away).
+  void shutdown_worker();
+
+ private:
+  struct Task {
+    CollArgs args;
+    std::shared_ptr<PromiseWork> work;
+  };
+  WorkPtr enqueue(CollArgs args);
+  void worker_loop();
+  void execute(const CollArgs& a);
+  void check_args(const CollArgs& a) const;
+
+  int rank_;
+  int size_;
+  CommOptions options_;
+  int64_t next_seq_ = 0;           // guarded by mu_
+  int split_count_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+  std::atomic<bool> aborted_{false};
+  std::string abort_reason_;
+  std::exception_ptr broken_;      // first error: later collectives fail fast with it
+};
+
+}  // namespace dpt

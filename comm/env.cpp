@@ -1,0 +1,77 @@
+#include "comm/env.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace dpt::env {
+
+const std::vector<Knob>& knobs() {
+  static const std::vector<Knob> k = {
+      {kBackend, "auto", "backend when --backend is not given: mpi, tcp, nccl or auto"},
+      {kAlgo, "auto", "collective algorithm: auto, ring, tree or native"},
+      {kTimeoutS, "300", "seconds any single wait may take before it fails with an error"},
+      {kRendezvousTimeoutS, "120", "seconds to wait for all ranks to join the store"},
+      {kTreeMaxBytes, "65536",
+       "auto selector: allreduce messages up to this many bytes use the tree, larger ones the ring"},
+      {kSegmentBytes, "1048576", "ring pipelining: bytes per segment of a chunk"},
+      {kLogLevel, "warn", "log level: debug, info, warn, error"},
+      {kTcpIfname, "", "tcp backend: network interface to listen on (default: the one MASTER_ADDR is reached by)"},
+      {kTcpAddr, "", "tcp backend: address to listen on (overrides COMM_TCP_IFNAME)"},
+      {kTcpFamily, "auto", "tcp backend: address family, ipv4, ipv6 or auto"},
+      {kMaxFrameBytes, "1073741824", "tcp backend: largest frame a receiver accepts"},
+      {"COMM_TCP_MAX_UNEXPECTED_BYTES", "268435456",
+       "tcp backend: bytes of messages buffered before their receive is posted; beyond it the sender is slowed (TCP flow control)"},
+      {"MASTER_ADDR", "127.0.0.1", "rendezvous host (rank 0 serves the store there)"},
+      {"MASTER_PORT", "29500", "rendezvous port (under mpirun without it, a free port is agreed over MPI)"},
+      {"RANK / WORLD_SIZE / LOCAL_RANK", "", "torchrun-style launch variables (also read: OMPI_COMM_WORLD_*, PMI_*, SLURM_*)"},
+  };
+  return k;
+}
+
+static const Knob* find(const char* name) {
+  for (const auto& k : knobs())
+    if (std::string(k.name) == name) return &k;
+  return nullptr;
+}
+
+std::string get_string(const char* name) {
+  if (const char* v = std::getenv(name); v && *v) return v;
+  const Knob* k = find(name);
+  return k ? k->default_value : "";
+}
+
+int64_t get_int(const char* name) {
+  std::string v = get_string(name);
+  try {
+    size_t pos = 0;
+    int64_t x = std::stoll(v, &pos);
+    if (pos != v.size()) throw std::invalid_argument("trailing characters");
+    return x;
+  } catch (const std::exception&) {
+    throw std::invalid_argument(std::string("environment variable ") + name + "='" + v +
+                                "' is not an integer");
+  }
+}
+
+double get_double(const char* name) {
+  std::string v = get_string(name);
+  try {
+    size_t pos = 0;
+    double x = std::stod(v, &pos);
+    if (pos != v.size()) throw std::invalid_argument("trailing characters");
+    return x;
+  } catch (const std::exception&) {
+    throw std::invalid_argument(std::string("environment variable ") + name + "='" + v +
+                                "' is not a number");
+  }
+}
+
+bool get_bool(const char* name) {
+  std::string v = get_string(name);
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "off" || v == "no" || v.empty()) return false;
+  throw std::invalid_argument(std::string("environment variable ") + name + "='" + v +
+                              "' is not a boolean (use 1/0, true/false, on/off)");
+}
+
+}  // namespace dpt::env

@@ -1,0 +1,39 @@
+#pragma once
+// Every COMM_* environment knob, declared in one place with its default and meaning.
+// The README's table is generated from the same list (`launch --print-env`).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dpt::env {
+
+struct Knob {
+  const char* name;
+  const char* default_value;  // "" = unset
+  const char* meaning;
+};
+
+// The full list, in the order the README shows it.
+const std::vector<Knob>& knobs();
+
+// Raw value or the default; throws std::invalid_argument naming the variable when a
+// value does not parse, so a typo never silently becomes a default.
+std::string get_string(const char* name);
+int64_t get_int(const char* name);
+double get_double(const char* name);
+bool get_bool(const char* name);  // 1/0, true/false, on/off, yes/no
+
+// Names, so a typo in code is a compile error.
+inline constexpr const char* kBackend = "COMM_BACKEND";
+inline constexpr const char* kAlgo = "COMM_ALGO";
+inline constexpr const char* kTimeoutS = "COMM_TIMEOUT_S";
+inline constexpr const char* kRendezvousTimeoutS = "COMM_RENDEZVOUS_TIMEOUT_S";
+inline constexpr const char* kTreeMaxBytes = "COMM_TREE_MAX_BYTES";
+inline constexpr const char* kSegmentBytes = "COMM_SEGMENT_BYTES";
+inline constexpr const char* kLogLevel = "COMM_LOG_LEVEL";
+inline constexpr const char* kTcpIfname = "COMM_TCP_IFNAME";
+inline constexpr const char* kTcpAddr = "COMM_TCP_ADDR";
+inline constexpr const char* kTcpFamily = "COMM_TCP_FAMILY";
+inline constexpr const char* kMaxFrameBytes = "COMM_MAX_FRAME_BYTES";
+
+}  // namespace dpt::env

@@ -1,0 +1,67 @@
+#include "comm/launch_env.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace dpt {
+
+static const char* get(const char* n) {
+  const char* v = std::getenv(n);
+  return (v && *v) ? v : nullptr;
+}
+
+static int parse_int(const char* name, const char* v, int lo, int hi) {
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || x < lo || x > hi)
+    throw std::invalid_argument(std::string("launch variable ") + name + "='" + v +
+                                "' is not an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
+  return static_cast<int>(x);
+}
+
+static bool read_pair(LaunchInfo& li, const char* rank_var, const char* size_var) {
+  const char* r = get(rank_var);
+  const char* s = get(size_var);
+  if (!r && !s) return false;
+  if (!r || !s)
+    throw std::invalid_argument(std::string("launch variables: ") + (r ? size_var : rank_var) +
+                                " is missing while " + (r ? rank_var : size_var) + " is set");
+  li.world_size = parse_int(size_var, s, 1, 1 << 20);
+  li.rank = parse_int(rank_var, r, 0, li.world_size - 1);
+  return true;
+}
+
+LaunchInfo detect_launch() {
+  LaunchInfo li;
+  if (read_pair(li, "RANK", "WORLD_SIZE")) {
+    li.source = "torchrun";
+    if (const char* v = get("LOCAL_RANK")) li.local_rank = parse_int("LOCAL_RANK", v, 0, 1 << 20);
+    if (const char* v = get("LOCAL_WORLD_SIZE")) li.local_size = parse_int("LOCAL_WORLD_SIZE", v, 1, 1 << 20);
+    else li.local_size = li.world_size;
+  } else if (read_pair(li, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")) {
+    li.source = "openmpi";
+    if (const char* v = get("OMPI_COMM_WORLD_LOCAL_RANK")) li.local_rank = parse_int("OMPI_COMM_WORLD_LOCAL_RANK", v, 0, 1 << 20);
+    if (const char* v = get("OMPI_COMM_WORLD_LOCAL_SIZE")) li.local_size = parse_int("OMPI_COMM_WORLD_LOCAL_SIZE", v, 1, 1 << 20);
+  } else if (read_pair(li, "PMI_RANK", "PMI_SIZE")) {
+    li.source = "pmi";
+    if (const char* v = get("MPI_LOCALRANKID")) li.local_rank = parse_int("MPI_LOCALRANKID", v, 0, 1 << 20);
+    if (const char* v = get("MPI_LOCALNRANKS")) li.local_size = parse_int("MPI_LOCALNRANKS", v, 1, 1 << 20);
+  } else if (read_pair(li, "SLURM_PROCID", "SLURM_NTASKS")) {
+    li.source = "slurm";
+    if (const char* v = get("SLURM_LOCALID")) li.local_rank = parse_int("SLURM_LOCALID", v, 0, 1 << 20);
+    if (const char* v = get("SLURM_NTASKS_PER_NODE")) {
+      char* end = nullptr;  // may be "4(x2)": take the leading number
+      long x = std::strtol(v, &end, 10);
+      if (end != v && x > 0) li.local_size = static_cast<int>(x);
+    }
+  } else {
+    li.source = "single";
+  }
+  if (li.local_rank >= li.local_size) li.local_size = li.local_rank + 1;
+  if (const char* v = get("MASTER_ADDR")) li.master_addr = v;
+  if (const char* v = get("MASTER_PORT")) li.master_port = parse_int("MASTER_PORT", v, 1, 65535);
+  return li;
+}
+
+}  // namespace dpt

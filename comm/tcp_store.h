@@ -1,0 +1,74 @@
+#pragma once
+// The TCP key-value store used for rendezvous: rank 0 runs a TcpStoreServer at
+// MASTER_ADDR:MASTER_PORT, every rank talks to it through a TcpStoreClient.
+// The wire protocol is in comm/tcp_store_protocol.h.
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "comm/error.h"
+#include "comm/socket.h"
+#include "comm/store.h"
+
+namespace dpt {
+
+// Serves many clients from one thread with poll(). Blocking requests (get, wait) are
+// parked server-side and answered when their keys appear or their deadline passes, so
+// one slow client never blocks another. Stops and joins on destruction.
+class TcpStoreServer {
+ public:
+  // Binds host:port (port 0 = ephemeral; see port()). Throws net::SocketError.
+  TcpStoreServer(const std::string& host, int port);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  int port() const;
+  std::string host() const;  // numeric address actually bound
+  // Connections closed because they sent a malformed or oversized message (for tests
+  // and logs: a port scanner or a stray HTTP client shows up here).
+  int64_t rejected_connections() const;
+  int64_t num_keys() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// A Store backed by a TcpStoreServer. Thread-safe (calls are serialized on one
+// connection). Connects lazily with retry, so a client may start before the server.
+class TcpStoreClient : public Store {
+ public:
+  // `timeout` bounds connecting and every non-waiting call; `ctx` prefixes errors.
+  TcpStoreClient(std::string host, int port, Millis timeout, ErrorContext ctx = {});
+  ~TcpStoreClient() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key, Millis timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  void wait(const std::vector<std::string>& keys, Millis timeout) override;
+  bool check(const std::string& key) override;
+  bool check(const std::vector<std::string>& keys);
+
+  void set_context(ErrorContext ctx);
+  std::string address() const;  // "host:port"
+
+ private:
+  // Sends one request body and returns the reply body. Reconnects when not connected;
+  // `retry` resends once after a dropped connection (only for idempotent requests).
+  std::string call(const std::string& op, const std::string& body, Millis server_wait, bool retry);
+  std::string call_once(const std::string& body, net::Clock::time_point deadline);
+  void ensure_connected();
+  ErrorContext ctx(const std::string& op) const;
+
+  std::string host_;
+  int port_;
+  Millis timeout_;
+  ErrorContext ctx_;
+  mutable std::mutex mu_;
+  net::Socket sock_;
+};
+
+}  // namespace dpt

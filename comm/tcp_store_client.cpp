@@ -1,0 +1,193 @@
+// TcpStoreClient: one connection, one request at a time (a mutex serializes callers).
+// get/wait carry their timeout to the server, which answers "timeout" with the keys
+// still missing; the client waits a little longer than that for the reply so the
+// server's answer, with its list of missing keys, is what the user sees.
+#include <algorithm>
+
+#include "comm/tcp_store.h"
+#include "comm/tcp_store_protocol.h"
+#include "comm/wire.h"
+
+namespace dpt {
+
+using namespace store_proto;
+using net::Clock;
+
+namespace {
+constexpr Millis kReplySlack{5000};
+
+std::string join_keys(const std::vector<std::string>& keys) {
+  std::string s = "[";
+  for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", " : "") + keys[i];
+  return s + "]";
+}
+
+uint32_t to_wire_ms(Millis t) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(t.count(), 0, int64_t{UINT32_MAX}));
+}
+
+void check_key(const std::string& key) {
+  if (key.size() > kMaxKeyBytes)
+    throw std::invalid_argument("store key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
+                                std::to_string(kMaxKeyBytes));
+}
+}  // namespace
+
+TcpStoreClient::TcpStoreClient(std::string host, int port, Millis timeout, ErrorContext ctx)
+    : host_(std::move(host)), port_(port), timeout_(timeout), ctx_(std::move(ctx)) {}
+
+TcpStoreClient::~TcpStoreClient() = default;
+
+void TcpStoreClient::set_context(ErrorContext c) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ctx_ = std::move(c);
+}
+
+std::string TcpStoreClient::address() const {
+  return (host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+}
+
+ErrorContext TcpStoreClient::ctx(const std::string& op) const {
+  ErrorContext c = ctx_;
+  if (c.backend.empty()) c.backend = "store";
+  c.op = op;
+  return c;
+}
+
+void TcpStoreClient::ensure_connected() {
+  if (sock_.valid()) return;
+  sock_ = net::connect_with_retry(host_, port_, Clock::now() + timeout_);
+}
+
+std::string TcpStoreClient::call_once(const std::string& body, Clock::time_point deadline) {
+  std::string msg;
+  wire::put_u32(msg, kMagic);
+  wire::put_u32(msg, static_cast<uint32_t>(body.size()));
+  msg += body;
+  std::string what = "store server " + address();
+  net::send_all(sock_.fd(), msg.data(), msg.size(), deadline, what);
+  char header[kHeaderBytes];
+  net::recv_all(sock_.fd(), header, sizeof header, deadline, what);
+  uint32_t magic = wire::load_u32(header);
+  uint32_t len = wire::load_u32(header + 4);
+  if (magic != kMagic || len == 0 || len > kMaxBodyBytes)
+    throw net::SocketError("malformed reply from " + what + " (is that port really a dpt store?)");
+  std::string reply(len, '\0');
+  net::recv_all(sock_.fd(), reply.data(), len, deadline, what);
+  return reply;
+}
+
+std::string TcpStoreClient::call(const std::string& op, const std::string& body, Millis server_wait, bool retry) {
+  if (body.size() > kMaxBodyBytes)
+    throw UsageError(ctx(op), "request of " + std::to_string(body.size()) + " bytes exceeds the store's limit");
+  std::lock_guard<std::mutex> lk(mu_);
+  for (int attempt = 0;; ++attempt) {
+    try {
+      ensure_connected();
+      return call_once(body, Clock::now() + server_wait + timeout_ + kReplySlack);
+    } catch (const net::SocketClosed& e) {
+      sock_.close();
+      if (retry && attempt == 0) continue;
+      throw PeerError(ctx(op), std::string(e.what()) + " (did rank 0, which serves the store, exit?)");
+    } catch (const net::SocketTimeout& e) {
+      // The connection is now out of step (a reply may still arrive): start afresh.
+      sock_.close();
+      throw TimeoutError(ctx(op), e.what());
+    } catch (const net::SocketError& e) {
+      sock_.close();
+      throw PeerError(ctx(op), e.what());
+    }
+  }
+}
+
+static void check_status(wire::Reader& r, const ErrorContext& c) {
+  uint8_t status = r.u8();
+  if (status == kError) throw UsageError(c, r.str(kMaxValueBytes));
+  if (status != kOk) throw MismatchError(c, "unexpected store reply status " + std::to_string(status));
+}
+
+void TcpStoreClient::set(const std::string& key, const std::string& value) {
+  check_key(key);
+  if (value.size() > kMaxValueBytes)
+    throw UsageError(ctx("store set"), "value of " + std::to_string(value.size()) + " bytes for key '" + key +
+                                           "' exceeds the limit of " + std::to_string(kMaxValueBytes));
+  std::string body;
+  wire::put_u8(body, kSet);
+  wire::put_str(body, key);
+  wire::put_str(body, value);
+  std::string reply = call("store set", body, Millis(0), true);
+  wire::Reader r(reply);
+  check_status(r, ctx("store set"));
+}
+
+std::string TcpStoreClient::get(const std::string& key, Millis timeout) {
+  check_key(key);
+  std::string body;
+  wire::put_u8(body, kGet);
+  wire::put_u32(body, to_wire_ms(timeout));
+  wire::put_str(body, key);
+  std::string reply = call("store get", body, timeout, true);
+  wire::Reader r(reply);
+  uint8_t status = r.u8();
+  if (status == kTimeout)
+    throw TimeoutError(ctx("store get"), "key '" + key + "' did not appear within " +
+                                             std::to_string(timeout.count()) + " ms");
+  if (status != kOk) throw MismatchError(ctx("store get"), "unexpected store reply status " + std::to_string(status));
+  return r.str(kMaxValueBytes);
+}
+
+int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
+  check_key(key);
+  std::string body;
+  wire::put_u8(body, kAdd);
+  wire::put_str(body, key);
+  wire::put_i64(body, delta);
+  // Not retried: a lost reply does not tell whether the add happened.
+  std::string reply = call("store add", body, Millis(0), false);
+  wire::Reader r(reply);
+  check_status(r, ctx("store add"));
+  return r.i64();
+}
+
+void TcpStoreClient::wait(const std::vector<std::string>& keys, Millis timeout) {
+  if (keys.empty()) return;
+  if (keys.size() > kMaxKeys) throw UsageError(ctx("store wait"), "too many keys in one wait");
+  std::string body;
+  wire::put_u8(body, kWait);
+  wire::put_u32(body, to_wire_ms(timeout));
+  wire::put_u32(body, static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) {
+    check_key(k);
+    wire::put_str(body, k);
+  }
+  std::string reply = call("store wait", body, timeout, true);
+  wire::Reader r(reply);
+  uint8_t status = r.u8();
+  if (status == kTimeout) {
+    uint32_t n = r.u32();
+    std::vector<std::string> missing;
+    for (uint32_t i = 0; i < n && i < kMaxKeys; ++i) missing.push_back(r.str(kMaxKeyBytes));
+    throw TimeoutError(ctx("store wait"), std::to_string(missing.size()) + " of " + std::to_string(keys.size()) +
+                                              " keys missing after " + std::to_string(timeout.count()) +
+                                              " ms: " + join_keys(missing));
+  }
+  if (status != kOk) throw MismatchError(ctx("store wait"), "unexpected store reply status " + std::to_string(status));
+}
+
+bool TcpStoreClient::check(const std::vector<std::string>& keys) {
+  std::string body;
+  wire::put_u8(body, kCheck);
+  wire::put_u32(body, static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) {
+    check_key(k);
+    wire::put_str(body, k);
+  }
+  std::string reply = call("store check", body, Millis(0), true);
+  wire::Reader r(reply);
+  check_status(r, ctx("store check"));
+  return r.u8() != 0;
+}
+
+bool TcpStoreClient::check(const std::string& key) { return check(std::vector<std::string>{key}); }
+
+}  // namespace dpt

@@ -1,0 +1,33 @@
+#pragma once
+// The TCP store's wire protocol, shared by server and client.
+//
+// Terms:
+//   message - one request (client -> server) or one reply (server -> client).
+//   header  - 8 bytes in front of every message: u32 magic "DPTS", u32 body length.
+//   body    - the command byte and its fields; strings are u32 length + bytes.
+// The server checks the magic and the length bound as soon as the 8 header bytes are in,
+// before buffering any body: an HTTP request, random bytes or a huge length closes that
+// connection at once and changes no state.
+//
+// Requests (body):             Replies (body: u8 status, then):
+//   set   key value              ok
+//   get   u32 timeout_ms key     ok value            | timeout u32 n keys...
+//   add   key i64 delta          ok i64 new_value    | error msg
+//   wait  u32 timeout_ms u32 n keys...  ok           | timeout u32 n missing keys...
+//   check u32 n keys...          ok u8 all_present
+#include <cstdint>
+
+namespace dpt::store_proto {
+
+inline constexpr uint32_t kMagic = 0x53545044;  // "DPTS" little-endian
+inline constexpr uint32_t kHeaderBytes = 8;
+inline constexpr uint32_t kMaxKeyBytes = 4096;
+inline constexpr uint32_t kMaxValueBytes = 16u << 20;
+inline constexpr uint32_t kMaxKeys = 65536;
+inline constexpr uint32_t kMaxBodyBytes = kMaxValueBytes + 2 * kMaxKeyBytes + 64;
+// Keys a wait may name is bounded by kMaxKeys and by the body size together.
+
+enum Cmd : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5 };
+enum Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
+
+}  // namespace dpt::store_proto

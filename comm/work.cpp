@@ -1,0 +1,79 @@
+#include "comm/work.h"
+
+namespace dpt {
+
+void PromiseWork::complete() {
+  std::function<void()> f;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    done_ = true;
+    f = std::move(on_finish_);
+  }
+  cv_.notify_all();
+  if (f) f();
+}
+
+void PromiseWork::fail(std::exception_ptr e) {
+  std::function<void()> f;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    error_ = e;
+    done_ = true;
+    f = std::move(on_finish_);
+  }
+  cv_.notify_all();
+  if (f) f();
+}
+
+void PromiseWork::on_finish(std::function<void()> f) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (done_) {
+    lk.unlock();
+    f();
+    return;
+  }
+  on_finish_ = std::move(f);
+}
+
+bool PromiseWork::done() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return done_;
+}
+
+bool PromiseWork::test() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (done_ && error_) std::rethrow_exception(error_);
+  return done_;
+}
+
+void PromiseWork::wait(Millis timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_.wait_for(lk, timeout, [&] { return done_; })) {
+    throw TimeoutError(ctx_, "timed out after " + std::to_string(timeout.count()) +
+                                 " ms (is a peer stuck or dead, or did the ranks issue "
+                                 "different collectives?)");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool ReadyWork::test() {
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+void wait_all(std::initializer_list<WorkPtr> works, Millis timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::exception_ptr first;
+  for (const auto& w : works) {
+    if (!w) continue;
+    try {
+      auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+      w->wait(std::max(left, Millis(0)));
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace dpt

@@ -1,0 +1,319 @@
+// One test body for every backend and algorithm: each collective swept over dtypes,
+// reduce ops, counts (0, 1, fewer than the world size, not divisible by it, >= 4 MiB),
+// in place and out of place, with expected values computed on each rank.
+#include <cstring>
+#include <numeric>
+#include <sstream>
+#include <vector>
+
+#include "tests/support/dist_test.h"
+#include "tests/support/typed_values.h"
+
+using namespace dpt;
+using namespace dpt::test;
+
+namespace {
+
+std::vector<Algo> algos() {
+  std::vector<Algo> a = {Algo::ring, Algo::tree};
+  if (backend() == "mpi") a.push_back(Algo::native);
+  return a;
+}
+
+// MPI has no f16/bf16 datatypes: the native path refuses them (tested separately).
+bool runs(Algo a, DType t) { return !(a == Algo::native && (t == DType::f16 || t == DType::bf16)); }
+
+std::vector<size_t> counts(int n, DType t, bool big) {
+  std::vector<size_t> c = {0, 1, size_t(7 * n + 3)};
+  if (n > 2) c.push_back(size_t(n - 1));
+  if (big) c.push_back((size_t(4) << 20) / dtype_size(t) + 5);
+  return c;
+}
+
+struct Failures {
+  std::ostringstream msg;
+  int count = 0;
+  void add(const std::string& what) {
+    if (count++ < 5) msg << what << "\n";
+  }
+};
+
+void fill_input(std::vector<char>& buf, DType t, int r, ReduceOp op, size_t count, size_t offset = 0) {
+  for (size_t i = 0; i < count; ++i) store_value(t, buf.data(), i, input_value(r, i + offset, op));
+}
+
+}  // namespace
+
+TEST_CASE("allreduce over all algorithms, dtypes, ops, counts, in and out of place") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  for (Algo algo : algos()) {
+    c.set_algo(algo);
+    for (DType t : kAllDTypes) {
+      if (!runs(algo, t)) continue;
+      Failures f;
+      for (ReduceOp op : kAllReduceOps) {
+        const bool big = op == ReduceOp::sum || (op == ReduceOp::avg && t == DType::f32);
+        for (size_t count : counts(n, t, big)) {
+          const size_t es = dtype_size(t);
+          std::vector<char> want(count * es);
+          for (size_t i = 0; i < count; ++i) store_expected(t, want.data(), i, i, n, op);
+          for (bool in_place : {false, true}) {
+            std::vector<char> in(count * es), out(count * es, 0x5a);
+            fill_input(in, t, r, op, count);
+            Buffer sb{in.data(), count, t, {}};
+            Buffer rb = in_place ? sb : Buffer{out.data(), count, t, {}};
+            c.allreduce(sb, rb, op);
+            const auto& got = in_place ? in : out;
+            long bad = first_mismatch(got, want, t);
+            if (bad >= 0)
+              f.add(std::string(algo_name(algo)) + " " + dtype_name(t) + " " + reduce_op_name(op) + " count " +
+                    std::to_string(count) + (in_place ? " in-place" : "") + ": first wrong element " + std::to_string(bad));
+          }
+        }
+      }
+      CHECK(all_ok(f.count == 0, f.msg.str()));
+    }
+  }
+  c.set_algo(Algo::automatic);
+}
+
+TEST_CASE("reduce to every root and broadcast from every root") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  for (Algo algo : algos()) {
+    c.set_algo(algo);
+    Failures f;
+    for (DType t : {DType::f32, DType::i64, DType::bf16, DType::u8}) {
+      if (!runs(algo, t)) continue;
+      for (int root = 0; root < n; ++root) {
+        for (size_t count : counts(n, t, root == n - 1)) {
+          const size_t es = dtype_size(t);
+          for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
+            std::vector<char> in(count * es), out(count * es, 0), want(count * es);
+            fill_input(in, t, r, op, count);
+            for (size_t i = 0; i < count; ++i) store_expected(t, want.data(), i, i, n, op);
+            std::vector<char> in_copy = in;
+            c.reduce(Buffer{in.data(), count, t, {}}, Buffer{out.data(), count, t, {}}, op, root);
+            if (r == root && first_mismatch(out, want, t) >= 0)
+              f.add(std::string("reduce ") + algo_name(algo) + " " + dtype_name(t) + " root " + std::to_string(root));
+            if (in != in_copy) f.add("reduce modified the send buffer");
+          }
+          // broadcast: root's values everywhere.
+          std::vector<char> buf(count * es), want(count * es);
+          fill_input(want, t, root, ReduceOp::sum, count);
+          if (r == root) buf = want;
+          c.broadcast(Buffer{buf.data(), count, t, {}}, root);
+          if (first_mismatch(buf, want, t) >= 0)
+            f.add(std::string("broadcast ") + algo_name(algo) + " " + dtype_name(t) + " root " + std::to_string(root) +
+                  " count " + std::to_string(count));
+        }
+      }
+    }
+    CHECK(all_ok(f.count == 0, f.msg.str()));
+  }
+  c.set_algo(Algo::automatic);
+}
+
+TEST_CASE("reduce_scatter and allgather, in place and out of place") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  for (Algo algo : algos()) {
+    c.set_algo(algo);
+    Failures f;
+    for (DType t : kAllDTypes) {
+      if (!runs(algo, t)) continue;
+      const size_t es = dtype_size(t);
+      for (size_t count : counts(n, t, t == DType::f32 || t == DType::bf16)) {
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::avg, ReduceOp::prod}) {
+          for (bool in_place : {false, true}) {
+            std::vector<char> in(n * count * es), out(count * es, 0), want(count * es);
+            fill_input(in, t, r, op, n * count);
+            for (size_t i = 0; i < count; ++i) store_expected(t, want.data(), i, r * count + i, n, op);
+            Buffer sb{in.data(), n * count, t, {}};
+            Buffer rb = in_place ? sb.slice(r * count, count) : Buffer{out.data(), count, t, {}};
+            c.reduce_scatter(sb, rb, op);
+            std::vector<char> got(static_cast<char*>(rb.data), static_cast<char*>(rb.data) + count * es);
+            if (first_mismatch(got, want, t) >= 0)
+              f.add(std::string("reduce_scatter ") + algo_name(algo) + " " + dtype_name(t) + " " + reduce_op_name(op) +
+                    " count " + std::to_string(count) + (in_place ? " in-place" : ""));
+          }
+        }
+        for (bool in_place : {false, true}) {
+          std::vector<char> mine(count * es), all(n * count * es, 0), want(n * count * es);
+          for (int q = 0; q < n; ++q)
+            for (size_t i = 0; i < count; ++i) store_value(t, want.data(), q * count + i, input_value(q, i, ReduceOp::sum));
+          fill_input(mine, t, r, ReduceOp::sum, count);
+          Buffer rb{all.data(), n * count, t, {}};
+          Buffer sb = in_place ? rb.slice(r * count, count) : Buffer{mine.data(), count, t, {}};
+          if (in_place) std::memcpy(sb.data, mine.data(), mine.size());
+          c.allgather(sb, rb);
+          if (first_mismatch(all, want, t) >= 0)
+            f.add(std::string("allgather ") + algo_name(algo) + " " + dtype_name(t) + " count " + std::to_string(count) +
+                  (in_place ? " in-place" : ""));
+        }
+      }
+    }
+    CHECK(all_ok(f.count == 0, f.msg.str()));
+  }
+  c.set_algo(Algo::automatic);
+}
+
+TEST_CASE("gather, scatter, alltoall and barrier") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  Failures f;
+  for (Algo algo : {Algo::automatic, backend() == "mpi" ? Algo::native : Algo::automatic}) {
+    c.set_algo(algo);
+    for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(300000)}) {
+      for (int root : {0, n - 1}) {
+        std::vector<int32_t> mine(count), all(n * count, -1);
+        for (size_t i = 0; i < count; ++i) mine[i] = int32_t(r * 1000003 + i);
+        c.gather(make_buffer(mine.data(), count), make_buffer(all.data(), all.size()), root);
+        if (r == root)
+          for (int q = 0; q < n; ++q)
+            for (size_t i = 0; i < count; ++i)
+              if (all[q * count + i] != int32_t(q * 1000003 + i)) { f.add("gather wrong at rank " + std::to_string(q)); q = n; break; }
+        // scatter: root sends slot q = q*7 + i to rank q.
+        std::vector<int32_t> src(n * count), dst(count, -1);
+        if (r == root)
+          for (int q = 0; q < n; ++q)
+            for (size_t i = 0; i < count; ++i) src[q * count + i] = int32_t(q * 7 + i);
+        c.scatter(make_buffer(src.data(), src.size()), make_buffer(dst.data(), count), root);
+        for (size_t i = 0; i < count; ++i)
+          if (dst[i] != int32_t(r * 7 + i)) { f.add("scatter wrong at " + std::to_string(i)); break; }
+      }
+      // alltoall: slot q of rank r's send holds (r, q, i); rank q receives it in slot r.
+      std::vector<int64_t> send(n * count), recv(n * count, -1);
+      for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < count; ++i) send[q * count + i] = int64_t(r) * 1000000 + q * 1000 + int64_t(i);
+      c.alltoall(make_buffer(send.data(), send.size()), make_buffer(recv.data(), recv.size()));
+      for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < count; ++i)
+          if (recv[q * count + i] != int64_t(q) * 1000000 + r * 1000 + int64_t(i)) { f.add("alltoall wrong from rank " + std::to_string(q)); q = n; break; }
+      c.barrier();
+    }
+  }
+  c.set_algo(Algo::automatic);
+  CHECK(all_ok(f.count == 0, f.msg.str()));
+}
+
+TEST_CASE("tagged point-to-point matches by tag, in order per tag") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  if (n == 1) {
+    std::vector<float> x(4);
+    CHECK_THROWS_AS(c.isend(make_buffer(x.data(), x.size()), 0, 1), UsageError);
+    return;
+  }
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  // Send tag 7 then tag 3; receive tag 3 first: tags, not arrival order, decide.
+  std::vector<int32_t> a(1000, r * 10 + 7), b(100, r * 10 + 3), ra(1000), rb(100);
+  auto s1 = c.isend(make_buffer(a.data(), a.size()), right, 7);
+  auto s2 = c.isend(make_buffer(b.data(), b.size()), right, 3);
+  c.recv(make_buffer(rb.data(), rb.size()), left, 3);
+  c.recv(make_buffer(ra.data(), ra.size()), left, 7);
+  s1->wait();
+  s2->wait();
+  bool ok = ra == std::vector<int32_t>(1000, left * 10 + 7) && rb == std::vector<int32_t>(100, left * 10 + 3);
+  // Two messages with one tag arrive in order.
+  int32_t m1 = r, m2 = r + 100, g1 = -1, g2 = -1;
+  auto w1 = c.isend(make_buffer(&m1, 1), right, 9);
+  auto w2 = c.isend(make_buffer(&m2, 1), right, 9);
+  c.recv(make_buffer(&g1, 1), left, 9);
+  c.recv(make_buffer(&g2, 1), left, 9);
+  wait_all({w1, w2}, c.timeout());
+  ok = ok && g1 == left && g2 == left + 100;
+  CHECK(all_ok(ok, "point-to-point data wrong"));
+  CHECK_THROWS_AS(c.isend(make_buffer(&m1, 1), n, 1), UsageError);
+  CHECK_THROWS_AS(c.isend(make_buffer(&m1, 1), right, -1), UsageError);
+}
+
+TEST_CASE("async collectives complete in issue order and overlap the caller") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::vector<std::vector<float>> bufs(6, std::vector<float>(100000));
+  std::vector<WorkPtr> works;
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    std::fill(bufs[k].begin(), bufs[k].end(), float(r + k));
+    works.push_back(c.allreduce_async(make_buffer(bufs[k].data(), bufs[k].size()),
+                                      make_buffer(bufs[k].data(), bufs[k].size()), ReduceOp::sum));
+  }
+  bool ok = true;
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    works[k]->wait();
+    float want = float(n * (n - 1) / 2 + n * int(k));
+    ok = ok && bufs[k].front() == want && bufs[k].back() == want;
+    CHECK(works[k]->test());
+  }
+  CHECK(all_ok(ok, "async allreduce results wrong"));
+}
+
+TEST_CASE("split into subgroups by color and key") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  // Even and odd ranks, ordered by descending rank.
+  auto sub = c.split(r % 2, -r);
+  REQUIRE(sub);
+  int expected_size = (n + 1 - r % 2) / 2;
+  bool ok = sub->size() == expected_size;
+  int64_t v = r, sum = 0;
+  sub->allreduce(make_buffer(&v, 1), make_buffer(&sum, 1), ReduceOp::sum);
+  int64_t want = 0;
+  for (int q = r % 2; q < n; q += 2) want += q;
+  ok = ok && sum == want;
+  // Highest rank of the color is the subgroup's rank 0.
+  int highest = (n - 1) - ((n - 1 - r % 2) % 2);
+  ok = ok && (sub->rank() == 0) == (r == highest);
+  // The parent still works while the child exists, and the child's split works too.
+  auto none = c.split(r == 0 ? 0 : Communicator::kUndefinedColor, 0);
+  ok = ok && ((r == 0) == (none != nullptr));
+  auto grand = sub->split(0, sub->rank());
+  int64_t one = 1, cnt = 0;
+  grand->allreduce(make_buffer(&one, 1), make_buffer(&cnt, 1), ReduceOp::sum);
+  ok = ok && cnt == sub->size();
+  CHECK(all_ok(ok, "split produced wrong groups"));
+}
+
+TEST_CASE("byte-string helpers for all_gather_object") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::string mine = "rank-" + std::to_string(r) + std::string(size_t(r) * 3, 'x');
+  auto all = c.allgather_bytes(mine);
+  bool ok = int(all.size()) == n;
+  for (int q = 0; q < n && ok; ++q) ok = all[q] == "rank-" + std::to_string(q) + std::string(size_t(q) * 3, 'x');
+  std::string b = c.broadcast_bytes(r == n - 1 ? std::string("hello from the last rank") : std::string(), n - 1);
+  ok = ok && b == "hello from the last rank";
+  CHECK(all_ok(ok, "byte helpers wrong"));
+}
+
+TEST_CASE("bad arguments are clear errors, raised before any communication") {
+  Communicator& c = world();
+  const int n = c.size();
+  std::vector<float> a(8), b(7);
+  CHECK_THROWS_AS(c.allreduce(make_buffer(a.data(), 8), make_buffer(b.data(), 7), ReduceOp::sum), UsageError);
+  CHECK_THROWS_AS(c.broadcast(make_buffer(a.data(), 8), n), UsageError);
+  CHECK_THROWS_AS(c.allgather(make_buffer(a.data(), 8), make_buffer(b.data(), 7)), UsageError);
+  std::vector<int32_t> ints(8);
+  CHECK_THROWS_AS(c.allreduce(make_buffer(a.data(), 8), make_buffer(ints.data(), 8), ReduceOp::sum), UsageError);
+  try {
+    c.reduce_scatter(make_buffer(a.data(), 8), make_buffer(b.data(), 7), ReduceOp::sum);
+    FAIL("expected UsageError");
+  } catch (const UsageError& e) {
+    std::string what = e.what();
+    CHECK(what.find("reduce_scatter") != std::string::npos);
+    CHECK(what.find("rank " + std::to_string(c.rank())) != std::string::npos);
+  }
+  if (backend() == "mpi") {
+    // f16 has no MPI datatype: forcing native is an error that says what to do instead.
+    c.set_algo(Algo::native);
+    std::vector<uint16_t> h(4);
+    Buffer hb{h.data(), 4, DType::f16, {}};
+    CHECK_THROWS_WITH(c.allreduce(hb, hb, ReduceOp::sum), Catch::Contains("no native allreduce"));
+    c.set_algo(Algo::automatic);
+  }
+  // The communicator still works after caller errors.
+  float one = 1, total = 0;
+  c.allreduce(make_buffer(&one, 1), make_buffer(&total, 1), ReduceOp::sum);
+  CHECK(total == float(n));
+}
