@@ -1,0 +1,114 @@
+#include "data/cifar10.h"
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "data/data_error.h"
+
+namespace dpt {
+
+namespace {
+
+constexpr size_t kPixels = 3 * 32 * 32;
+constexpr size_t kPlane = 32 * 32;
+
+}  // namespace
+
+std::vector<std::string> Cifar10::file_names(Split split) {
+  if (split == Split::test) return {"test_batch.bin"};
+  return {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+          "data_batch_5.bin"};
+}
+
+Cifar10::Cifar10(const std::string& dir, Split split)
+    : name_(std::string("cifar10/") + split_name(split)) {
+  const std::string root = dir.empty() ? kCifar10DefaultDir : dir;
+  std::vector<std::string> files;
+  for (const auto& f : file_names(split)) files.push_back(root + "/" + f);
+  load(files);
+}
+
+Cifar10::Cifar10(const std::vector<std::string>& files, std::string name) : name_(std::move(name)) {
+  load(files);
+}
+
+void Cifar10::load(const std::vector<std::string>& files) {
+  for (const auto& path : files) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) throw_data_error(path, "file not found");
+    const auto bytes = std::filesystem::file_size(path, ec);
+    if (ec) throw_data_error(path, "cannot determine file size: " + ec.message());
+    if (bytes == 0 || bytes % kRecordBytes != 0) {
+      throw_data_error(path, "size " + std::to_string(bytes) +
+                                 " bytes is not a positive multiple of the 3073-byte CIFAR-10 "
+                                 "record (truncated or not a CIFAR-10 binary file?)");
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw_data_error(path, "cannot open for reading");
+    const size_t records = bytes / kRecordBytes;
+    std::vector<uint8_t> buf(bytes);
+    if (!in.read(reinterpret_cast<char*>(buf.data()), std::streamsize(bytes))) {
+      throw_data_error(path, "read failed after " + std::to_string(in.gcount()) + " bytes");
+    }
+    const size_t base = labels_.size();
+    labels_.resize(base + records);
+    pixels_.resize((base + records) * kPixels);
+    for (size_t r = 0; r < records; ++r) {
+      const uint8_t* rec = buf.data() + r * kRecordBytes;
+      if (rec[0] >= kClasses) {
+        throw_data_error(path, "record " + std::to_string(r) + " has label " +
+                                   std::to_string(rec[0]) + ", not in 0..9");
+      }
+      labels_[base + r] = rec[0];
+      std::copy(rec + 1, rec + kRecordBytes,
+                pixels_.begin() + std::ptrdiff_t((base + r) * kPixels));
+    }
+  }
+}
+
+void Cifar10::fill(std::span<const size_t> indices, Batch& out) const {
+  check_indices(*this, indices);
+  const size_t n = indices.size();
+  out.n = n;
+  out.sample_shape = {3, 32, 32};
+  out.x.resize(n * kPixels);
+  out.labels.resize(n);
+  out.tokens.clear();
+  out.targets.clear();
+
+  // Per channel: (p / 255 - mean[c]) / std[c], precomputed for all 256 byte values.
+  static const auto table = [] {
+    std::array<std::array<float, 256>, 3> t{};
+    for (int c = 0; c < 3; ++c)
+      for (int p = 0; p < 256; ++p) t[c][p] = (float(p) / 255.0f - kMean[c]) / kStd[c];
+    return t;
+  }();
+  for (size_t b = 0; b < n; ++b) {
+    const uint8_t* src = pixels_.data() + indices[b] * kPixels;
+    float* dst = out.x.data() + b * kPixels;
+    for (size_t c = 0; c < 3; ++c)
+      for (size_t k = 0; k < kPlane; ++k) dst[c * kPlane + k] = table[c][src[c * kPlane + k]];
+    out.labels[b] = labels_[indices[b]];
+  }
+}
+
+void write_cifar10_file(const std::string& path, const std::vector<uint8_t>& labels,
+                        const std::vector<uint8_t>& pixels) {
+  if (pixels.size() != labels.size() * kPixels) {
+    throw std::invalid_argument("write_cifar10_file: " + std::to_string(labels.size()) +
+                                " labels need " + std::to_string(labels.size() * kPixels) +
+                                " pixel bytes, got " + std::to_string(pixels.size()));
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw_data_error(path, "cannot open for writing");
+  for (size_t r = 0; r < labels.size(); ++r) {
+    out.put(char(labels[r]));
+    out.write(reinterpret_cast<const char*>(pixels.data() + r * kPixels), std::streamsize(kPixels));
+  }
+  if (!out.flush()) throw_data_error(path, "write failed");
+}
+
+}  // namespace dpt

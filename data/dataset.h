@@ -1,0 +1,37 @@
+#pragma once
+// A Dataset is a random-access collection of samples. `fill` gathers the samples named by
+// `indices` into one Batch; it is const and must be safe to call from a background thread
+// (the DataLoader does), so implementations keep all their data immutable after
+// construction.
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "data/batch.h"
+
+namespace dpt {
+
+// Which part of a dataset: `train`, or the held-out part (`test` for image sets, the
+// validation tail for the text corpus).
+enum class Split { train, test };
+
+// Accepts "train", "test", "val", "valid", "validation"; throws std::invalid_argument
+// otherwise.
+Split parse_split(std::string_view s);
+const char* split_name(Split s);
+
+class Dataset {
+ public:
+  virtual ~Dataset();
+  virtual size_t size() const = 0;
+  // Overwrites `out` with the samples at `indices` (each < size()), in that order.
+  virtual void fill(std::span<const size_t> indices, Batch& out) const = 0;
+  virtual std::string name() const = 0;
+};
+
+// Throws std::out_of_range naming the dataset if any index is >= size. Implementations
+// call it at the top of fill().
+void check_indices(const Dataset& ds, std::span<const size_t> indices);
+
+}  // namespace dpt

@@ -1,0 +1,79 @@
+#include "data/fashion_mnist.h"
+
+#include <array>
+
+#include "data/data_error.h"
+#include "data/idx_file.h"
+
+namespace dpt {
+
+namespace {
+
+std::string dims_text(const std::vector<uint32_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+FashionMnist::FashionMnist(const std::string& dir_in, Split split) : split_(split) {
+  const std::string dir = dir_in.empty() ? kFashionMnistDefaultDir : dir_in;
+  const std::string prefix = dir + "/" + (split == Split::train ? "train" : "t10k");
+  const std::string images_path = prefix + "-images-idx3-ubyte.gz";
+  const std::string labels_path = prefix + "-labels-idx1-ubyte.gz";
+
+  IdxArray images = read_idx_file(images_path);
+  if (images.dims.size() != 3 || images.dims[1] != kRows || images.dims[2] != kCols) {
+    throw_data_error(images_path, "expected images of shape [n, 28, 28] (magic 0x00000803), got " +
+                                      dims_text(images.dims));
+  }
+  IdxArray labels = read_idx_file(labels_path);
+  if (labels.dims.size() != 1) {
+    throw_data_error(labels_path, "expected labels of shape [n] (magic 0x00000801), got " +
+                                      dims_text(labels.dims));
+  }
+  if (labels.dims[0] != images.dims[0]) {
+    throw_data_error(labels_path, std::to_string(labels.dims[0]) + " labels but " + images_path +
+                                      " has " + std::to_string(images.dims[0]) + " images");
+  }
+  for (size_t i = 0; i < labels.data.size(); ++i) {
+    if (labels.data[i] >= kClasses) {
+      throw_data_error(labels_path, "label " + std::to_string(labels.data[i]) + " at index " +
+                                        std::to_string(i) + " is not in 0..9");
+    }
+  }
+  pixels_ = std::move(images.data);
+  labels_ = std::move(labels.data);
+}
+
+std::string FashionMnist::name() const {
+  return std::string("fashion-mnist/") + split_name(split_);
+}
+
+void FashionMnist::fill(std::span<const size_t> indices, Batch& out) const {
+  check_indices(*this, indices);
+  constexpr size_t kPixels = size_t(kRows) * kCols;
+  const size_t n = indices.size();
+  out.n = n;
+  out.sample_shape = {1, kRows, kCols};
+  out.x.resize(n * kPixels);
+  out.labels.resize(n);
+  out.tokens.clear();
+  out.targets.clear();
+
+  // (p / 255 - mean) / std, precomputed for all 256 byte values.
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int p = 0; p < 256; ++p) t[p] = (float(p) / 255.0f - kMean) / kStd;
+    return t;
+  }();
+  for (size_t b = 0; b < n; ++b) {
+    const uint8_t* src = pixels_.data() + indices[b] * kPixels;
+    float* dst = out.x.data() + b * kPixels;
+    for (size_t k = 0; k < kPixels; ++k) dst[k] = table[src[k]];
+    out.labels[b] = labels_[indices[b]];
+  }
+}
+
+}  // namespace dpt

@@ -1,0 +1,36 @@
+#pragma once
+// Builds a dataset by name, so programs can take it from a flag.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "data/dataset.h"
+
+namespace dpt {
+
+struct DatasetOptions {
+  // fashion-mnist, cifar10: the directory; text: a file or directory. Empty: the default
+  // (kFashionMnistDefaultDir, kCifar10DefaultDir, kFortunesDir).
+  std::string path;
+  // text
+  size_t seq_len = 64;        // tokens per sample
+  size_t stride = 0;          // spacing of window starts; 0 = seq_len (no overlap)
+  double val_fraction = 0.1;  // tail of the corpus held out for validation
+  // synthetic
+  std::string task = "regression";              // "regression" | "classification"
+  size_t num_samples = 0;                       // 0: 1024 for train, 256 for test
+  size_t in_features = 10, out_features = 5;    // regression (ToyModel's shapes)
+  size_t num_features = 784, num_classes = 10;  // classification (MLP's shapes)
+  uint64_t seed = 0;
+};
+
+// name: "fashion-mnist" | "cifar10" | "text" | "synthetic" (task from options) |
+// "synthetic-regression" | "synthetic-classification". Unknown names throw
+// std::invalid_argument listing the valid ones; file problems throw DataError.
+std::unique_ptr<Dataset> make_dataset(std::string_view name, Split split,
+                                      const DatasetOptions& options = {});
+std::unique_ptr<Dataset> make_dataset(std::string_view name, std::string_view split,
+                                      const DatasetOptions& options = {});
+
+}  // namespace dpt

@@ -1,0 +1,95 @@
+#include "optim/adam.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace dpt {
+
+namespace {
+
+// Scalars that are the same for every element, computed once per step in double like
+// torch's Python-side bias corrections, then used as float like torch's scalar arguments.
+struct AdamScalars {
+  float one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
+  float l2, decay_factor;  // L2 coefficient (Adam) and 1 - lr * wd (AdamW)
+};
+
+// Branch-free body per variant so -O3 vectorizes it (sqrt needs -fno-math-errno).
+template <bool kL2, bool kDecoupled>
+void adam_loop(float* __restrict p, const float* __restrict g_in, float* __restrict m,
+               float* __restrict v, size_t n, AdamScalars s) {
+  for (size_t i = 0; i < n; ++i) {
+    float pi = p[i];
+    if constexpr (kDecoupled) pi = pi * s.decay_factor;
+    float g = g_in[i];
+    if constexpr (kL2) g = g + s.l2 * pi;
+    const float mi = m[i] + s.one_minus_beta1 * (g - m[i]);
+    const float vi = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
+    p[i] = pi - s.step_size * (mi / denom);
+  }
+}
+
+void check_range(const char* what, float value, float lo, bool lo_inclusive, float hi) {
+  const bool ok = (lo_inclusive ? value >= lo : value > lo) && value < hi;
+  if (!ok)
+    throw std::invalid_argument(std::string("adam: invalid ") + what + " value " +
+                                std::to_string(value));
+}
+
+}  // namespace
+
+Adam::Adam(size_t numel, float beta1, float beta2, float eps, float weight_decay, bool decoupled)
+    : Optimizer(numel),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps),
+      weight_decay_(weight_decay),
+      decoupled_(decoupled),
+      exp_avg_(numel, 0.0f),
+      exp_avg_sq_(numel, 0.0f) {
+  check_range("beta1", beta1, 0.0f, true, 1.0f);
+  check_range("beta2", beta2, 0.0f, true, 1.0f);
+  check_range("eps", eps, 0.0f, true, INFINITY);
+  check_range("weight_decay", weight_decay, 0.0f, true, INFINITY);
+}
+
+void Adam::step(std::span<float> params, std::span<const float> grads, float lr) {
+  check_sizes(params, grads);
+  ++step_count_;
+  const double t = double(step_count_);
+  const double bias_correction1 = 1.0 - std::pow(double(beta1_), t);
+  const double bias_correction2 = 1.0 - std::pow(double(beta2_), t);
+  AdamScalars s{};
+  s.one_minus_beta1 = 1.0f - beta1_;
+  s.beta2 = beta2_;
+  s.one_minus_beta2 = 1.0f - beta2_;
+  s.step_size = float(double(lr) / bias_correction1);
+  s.bias_correction2_sqrt = float(std::sqrt(bias_correction2));
+  s.eps = eps_;
+  s.l2 = weight_decay_;
+  s.decay_factor = float(1.0 - double(lr) * double(weight_decay_));
+
+  float* p = params.data();
+  const float* g = grads.data();
+  if (decoupled_) {
+    if (weight_decay_ != 0.0f)
+      adam_loop<false, true>(p, g, exp_avg_.data(), exp_avg_sq_.data(), numel_, s);
+    else
+      adam_loop<false, false>(p, g, exp_avg_.data(), exp_avg_sq_.data(), numel_, s);
+  } else {
+    if (weight_decay_ != 0.0f)
+      adam_loop<true, false>(p, g, exp_avg_.data(), exp_avg_sq_.data(), numel_, s);
+    else
+      adam_loop<false, false>(p, g, exp_avg_.data(), exp_avg_sq_.data(), numel_, s);
+  }
+}
+
+std::vector<std::pair<std::string, std::span<float>>> Adam::state_buffers() {
+  return {{"exp_avg", std::span<float>(exp_avg_)}, {"exp_avg_sq", std::span<float>(exp_avg_sq_)}};
+}
+
+}  // namespace dpt
