@@ -1,0 +1,84 @@
+// Layer: one step of a model's computation with an explicit forward and backward.
+//
+// Terms:
+//   input/output  activations; a layer owns its output tensor and its input-gradient
+//                 tensor (resized, not reallocated, each step) and keeps a pointer to
+//                 the input it was given, which must stay alive until backward.
+//   used params   indices (into the model's ParamStore) of the parameters the layer
+//                 reads. A parameter may be used by several layers (GPT's tied token
+//                 embedding is read by the embedding and by the output head).
+//   GradSink      where a layer reports, during backward, that it has finished
+//                 accumulating into one of its parameters' gradients. The sink fires
+//                 the model's on_grad_ready callback when the LAST user of that
+//                 parameter reports, i.e. the moment the gradient is final.
+//
+// Gradients always accumulate (+=) so micro-batches add up until zero_grad().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/param_store.h"
+#include "models/tensor.h"
+
+namespace dpt {
+
+// What the model is fed: float inputs (images, features) or token ids.
+struct ModelInput {
+  const float* x = nullptr;          // [n, sample_shape...], when the model takes floats
+  const int32_t* tokens = nullptr;   // [n, seq_len], when the model takes tokens
+  int64_t n = 0;                     // samples in the batch
+  std::vector<int64_t> sample_shape; // shape of one sample (floats or tokens)
+};
+
+struct ForwardContext {
+  const ModelInput* input = nullptr;
+  bool training = true;
+};
+
+class GradSink {
+ public:
+  using Callback = std::function<void(size_t param_index)>;
+  // use_counts[i] = how many layers call ready(i) in one backward pass.
+  void begin(const std::vector<int>& use_counts, Callback on_final);
+  // Called by a layer after its last write to grad(i) in this backward pass.
+  void ready(size_t param_index);
+  // True when every parameter's gradient was announced exactly as often as expected.
+  bool all_final() const;
+
+ private:
+  std::vector<int> pending_;
+  Callback on_final_;
+};
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  // Fills this layer's parameters (called once after the store is finalized).
+  virtual void init_params(ParamStore& store, uint64_t seed) {}
+  virtual const Tensor& forward(const Tensor& in, const ForwardContext& ctx) = 0;
+  // Accumulates parameter gradients, reports each via sink.ready(), and returns the
+  // gradient w.r.t. the input (left empty when need_input_grad is false).
+  virtual const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) = 0;
+  // Parameters read by this layer, in the order it registered/uses them.
+  virtual std::vector<size_t> used_params() const { return {}; }
+
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// Prefix join for dotted names: join_name("blocks.2", "attn") == "blocks.2.attn".
+inline std::string join_name(const std::string& prefix, const std::string& leaf) {
+  return prefix.empty() ? leaf : prefix + "." + leaf;
+}
+
+}  // namespace dpt

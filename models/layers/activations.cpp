@@ -1,0 +1,75 @@
+#include "models/layers/activations.h"
+
+#include <cmath>
+
+#include "models/fast_math.h"
+
+namespace dpt {
+namespace {
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+}  // namespace
+
+// target_clones: a Haswell (AVX2 + FMA) copy is picked at load time where the CPU has it, the
+// baseline copy elsewhere, so the binary stays portable.
+__attribute__((target_clones("arch=haswell", "default")))
+void gelu_forward(const float* x, float* y, float* tanh_out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = fast_tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    y[i] = 0.5f * v * (1.0f + t);
+    tanh_out[i] = t;
+  }
+}
+
+__attribute__((target_clones("arch=haswell", "default")))
+void gelu_backward(const float* x, const float* tanh_in, const float* dy, float* dx, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = tanh_in[i];
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  }
+}
+
+const Tensor& Relu::forward(const Tensor& in, const ForwardContext&) {
+  y_.resize_like(in);
+  const float* x = in.data();
+  float* y = y_.data();
+  const size_t n = in.numel();
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  return y_;
+}
+
+const Tensor& Relu::backward(const Tensor& dout, GradSink&, bool need_input_grad) {
+  if (!need_input_grad) return dx_;
+  // y > 0 exactly where x > 0, so the output serves as the mask.
+  dx_.resize_like(dout);
+  const float* y = y_.data();
+  const float* dy = dout.data();
+  float* dx = dx_.data();
+  const size_t n = dout.numel();
+  // Both loads unconditional so the select vectorises.
+  for (size_t i = 0; i < n; ++i) {
+    const float g = dy[i];
+    dx[i] = y[i] > 0.0f ? g : 0.0f;
+  }
+  return dx_;
+}
+
+const Tensor& Gelu::forward(const Tensor& in, const ForwardContext&) {
+  x_ = &in;
+  y_.resize_like(in);
+  tanh_.resize_like(in);
+  gelu_forward(in.data(), y_.data(), tanh_.data(), in.numel());
+  return y_;
+}
+
+const Tensor& Gelu::backward(const Tensor& dout, GradSink&, bool need_input_grad) {
+  if (!need_input_grad) return dx_;
+  dx_.resize_like(dout);
+  gelu_backward(x_->data(), tanh_.data(), dout.data(), dx_.data(), dout.numel());
+  return dx_;
+}
+
+}  // namespace dpt

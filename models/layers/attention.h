@@ -1,0 +1,50 @@
+// Causal multi-head self-attention, as in GPT-2.
+// Terms: B batch, T sequence length, d model width, H heads, hd = d/H head width.
+//   qkv = x Wqkv^T + b       [B, T, 3d]; columns [0,d) are Q, [d,2d) K, [2d,3d) V,
+//                            head h uses columns h*hd .. (h+1)*hd of each.
+//   S   = Q K^T / sqrt(hd)   [T, T] per (b, h), masked to j <= i (causal),
+//   P   = softmax_rows(S),   O = P V  -> written into [B, T, d] at head h's columns,
+//   y   = O Wproj^T + b.
+// The per-head products are sgemm calls on strided views (lda = 3d), no copies.
+// Backward per (b, h): dP = dO V^T, dV = P^T dO, dS = P*(dP - rowsum(dP*P)),
+// dQ = dS K / sqrt(hd), dK = dS^T Q / sqrt(hd).
+#pragma once
+
+#include "models/layer.h"
+#include "models/layers/linear.h"
+
+namespace dpt {
+
+// The parameter-free middle part: qkv [B, T, 3d] -> O [B, T, d].
+class CausalAttentionCore : public Layer {
+ public:
+  CausalAttentionCore(const std::string& name, int64_t dim, int64_t heads);
+  const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+
+ private:
+  int64_t d_, h_, hd_;
+  int64_t b_ = 0, t_ = 0;
+  const Tensor* qkv_ = nullptr;
+  Tensor probs_;  // P for every (b, h): [B, H, T, T]
+  Tensor y_, dqkv_;
+  std::vector<float> dp_;  // scratch [T, T]
+};
+
+// qkv projection, core, output projection: the full attention sub-layer.
+class CausalSelfAttention : public Layer {
+ public:
+  CausalSelfAttention(ParamStore& store, const std::string& name, int64_t dim, int64_t heads,
+                      int64_t n_layer);
+  void init_params(ParamStore& store, uint64_t seed) override;
+  const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  std::vector<size_t> used_params() const override;
+
+ private:
+  Linear qkv_;
+  CausalAttentionCore core_;
+  Linear proj_;
+};
+
+}  // namespace dpt

@@ -1,0 +1,111 @@
+#include "models/layers/embedding.h"
+
+#include <stdexcept>
+
+#include "models/gemm.h"
+#include "models/init.h"
+
+namespace dpt {
+
+Embedding::Embedding(ParamStore& store, const std::string& token_name, int64_t vocab, int64_t dim,
+                     const std::string& position_name, int64_t max_positions)
+    : Layer(token_name), store_(store), vocab_(vocab), d_(dim), max_pos_(max_positions) {
+  tok_ = store.add(join_name(token_name, "weight"), {vocab, dim});
+  if (max_pos_ > 0) pos_ = store.add(join_name(position_name, "weight"), {max_positions, dim});
+}
+
+void Embedding::init_params(ParamStore& store, uint64_t seed) {
+  init_normal(store.param_span(tok_), 0.02f, param_seed(seed, store.infos()[tok_].name));
+  if (max_pos_ > 0)
+    init_normal(store.param_span(pos_), 0.01f, param_seed(seed, store.infos()[pos_].name));
+}
+
+std::vector<size_t> Embedding::used_params() const {
+  if (max_pos_ > 0) return {tok_, pos_};
+  return {tok_};
+}
+
+const Tensor& Embedding::forward(const Tensor&, const ForwardContext& ctx) {
+  const ModelInput* in = ctx.input;
+  if (!in || !in->tokens || in->sample_shape.size() != 1)
+    throw std::invalid_argument(name() + ": needs token input of shape [n, T]");
+  n_ = in->n;
+  t_ = in->sample_shape[0];
+  if (max_pos_ > 0 && t_ > max_pos_)
+    throw std::invalid_argument(name() + ": sequence length " + std::to_string(t_) +
+                                " exceeds the position table (" + std::to_string(max_pos_) + ")");
+  tokens_.assign(in->tokens, in->tokens + n_ * t_);
+  y_.resize({n_, t_, d_});
+  const float* table = store_.param(tok_);
+  const float* pos = max_pos_ > 0 ? store_.param(pos_) : nullptr;
+  for (int64_t i = 0; i < n_ * t_; ++i) {
+    const int32_t id = tokens_[i];
+    if (id < 0 || id >= vocab_)
+      throw std::invalid_argument(name() + ": token id " + std::to_string(id) +
+                                  " outside [0, " + std::to_string(vocab_) + ")");
+    const float* e = table + static_cast<int64_t>(id) * d_;
+    float* y = y_.data() + i * d_;
+    if (pos) {
+      const float* p = pos + (i % t_) * d_;
+      for (int64_t j = 0; j < d_; ++j) y[j] = e[j] + p[j];
+    } else {
+      for (int64_t j = 0; j < d_; ++j) y[j] = e[j];
+    }
+  }
+  return y_;
+}
+
+const Tensor& Embedding::backward(const Tensor& dout, GradSink& sink, bool) {
+  // Announce in reverse registration order: position table, then token table.
+  if (max_pos_ > 0) {
+    float* dpos = store_.grad(pos_);
+    for (int64_t i = 0; i < n_ * t_; ++i) {
+      const float* g = dout.data() + i * d_;
+      float* dp = dpos + (i % t_) * d_;
+      for (int64_t j = 0; j < d_; ++j) dp[j] += g[j];
+    }
+    sink.ready(pos_);
+  }
+  float* dtable = store_.grad(tok_);
+  for (int64_t i = 0; i < n_ * t_; ++i) {
+    const float* g = dout.data() + i * d_;
+    float* de = dtable + static_cast<int64_t>(tokens_[i]) * d_;
+    for (int64_t j = 0; j < d_; ++j) de[j] += g[j];
+  }
+  sink.ready(tok_);
+  return none_;  // token ids have no gradient
+}
+
+TiedHead::TiedHead(ParamStore& store, const std::string& name, size_t table, int64_t vocab,
+                   int64_t dim)
+    : Layer(name), store_(store), table_(table), vocab_(vocab), d_(dim) {}
+
+const Tensor& TiedHead::forward(const Tensor& in, const ForwardContext&) {
+  if (in.last_dim() != d_) throw std::invalid_argument(name() + ": bad input width");
+  x_ = &in;
+  const int rows = static_cast<int>(in.numel() / d_);
+  std::vector<int64_t> shape = in.shape();
+  shape.back() = vocab_;
+  y_.resize(std::move(shape));
+  sgemm(false, true, rows, static_cast<int>(vocab_), static_cast<int>(d_), 1.0f, in.data(),
+        static_cast<int>(d_), store_.param(table_), static_cast<int>(d_), 0.0f, y_.data(),
+        static_cast<int>(vocab_));
+  return y_;
+}
+
+const Tensor& TiedHead::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
+  const int rows = static_cast<int>(dout.numel() / vocab_);
+  sgemm(true, false, static_cast<int>(vocab_), static_cast<int>(d_), rows, 1.0f, dout.data(),
+        static_cast<int>(vocab_), x_->data(), static_cast<int>(d_), 1.0f, store_.grad(table_),
+        static_cast<int>(d_));
+  sink.ready(table_);  // not final yet: the embedding adds its part later
+  if (need_input_grad) {
+    dx_.resize_like(*x_);
+    sgemm(false, false, rows, static_cast<int>(d_), static_cast<int>(vocab_), 1.0f, dout.data(),
+          static_cast<int>(vocab_), store_.param(table_), static_cast<int>(d_), 0.0f, dx_.data(),
+          static_cast<int>(d_));
+  }
+  return dx_;
+}
+
+}  // namespace dpt

@@ -1,0 +1,80 @@
+#include "models/layers/linear.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "models/gemm.h"
+#include "models/init.h"
+
+namespace dpt {
+
+Linear::Linear(ParamStore& store, const std::string& name, int64_t in, int64_t out, bool bias,
+               LinearInit init, float gpt2_std)
+    : Layer(name), store_(store), in_(in), out_(out), has_bias_(bias), init_(init),
+      gpt2_std_(gpt2_std) {
+  w_ = store.add(join_name(name, "weight"), {out, in});
+  if (has_bias_) b_ = store.add(join_name(name, "bias"), {out});
+}
+
+void Linear::init_params(ParamStore& store, uint64_t seed) {
+  const auto& infos = store.infos();
+  if (init_ == LinearInit::kPyTorchDefault) {
+    float bound = 1.0f / std::sqrt(static_cast<float>(in_));
+    init_uniform(store.param_span(w_), bound, param_seed(seed, infos[w_].name));
+    if (has_bias_) init_uniform(store.param_span(b_), bound, param_seed(seed, infos[b_].name));
+  } else {
+    init_normal(store.param_span(w_), gpt2_std_, param_seed(seed, infos[w_].name));
+    if (has_bias_) init_constant(store.param_span(b_), 0.0f);
+  }
+}
+
+std::vector<size_t> Linear::used_params() const {
+  if (has_bias_) return {w_, b_};
+  return {w_};
+}
+
+const Tensor& Linear::forward(const Tensor& in, const ForwardContext&) {
+  if (in.last_dim() != in_)
+    throw std::invalid_argument(name() + ": input " + shape_to_string(in.shape()) +
+                                " does not end in " + std::to_string(in_));
+  x_ = &in;
+  const int rows = static_cast<int>(in.numel() / in_);
+  std::vector<int64_t> shape = in.shape();
+  shape.back() = out_;
+  y_.resize(std::move(shape));
+  float* y = y_.data();
+  if (has_bias_) {
+    const float* b = store_.param(b_);
+    for (int r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out_; ++o) y[r * out_ + o] = b[o];
+  }
+  sgemm(false, true, rows, static_cast<int>(out_), static_cast<int>(in_), 1.0f, in.data(),
+        static_cast<int>(in_), store_.param(w_), static_cast<int>(in_), has_bias_ ? 1.0f : 0.0f,
+        y, static_cast<int>(out_));
+  return y_;
+}
+
+const Tensor& Linear::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
+  const int rows = static_cast<int>(dout.numel() / out_);
+  const float* dy = dout.data();
+  // Order: bias, then weight, so announcements run in reverse registration order.
+  if (has_bias_) {
+    float* db = store_.grad(b_);
+    for (int r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < out_; ++o) db[o] += dy[r * out_ + o];
+    sink.ready(b_);
+  }
+  sgemm(true, false, static_cast<int>(out_), static_cast<int>(in_), rows, 1.0f, dy,
+        static_cast<int>(out_), x_->data(), static_cast<int>(in_), 1.0f, store_.grad(w_),
+        static_cast<int>(in_));
+  sink.ready(w_);  // final now: announce before the dx product so communication overlaps it
+  if (need_input_grad) {
+    dx_.resize_like(*x_);
+    sgemm(false, false, rows, static_cast<int>(in_), static_cast<int>(out_), 1.0f, dy,
+          static_cast<int>(out_), store_.param(w_), static_cast<int>(in_), 0.0f, dx_.data(),
+          static_cast<int>(in_));
+  }
+  return dx_;
+}
+
+}  // namespace dpt

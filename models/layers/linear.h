@@ -1,0 +1,32 @@
+// Linear: y = x W^T + b over the last dimension (PyTorch layout, W is [out, in]).
+// Any leading dimensions are flattened into rows: x [rows, in] -> y [rows, out].
+// Backward: dW += dy^T x, db += column sums of dy, dx = dy W (three sgemm calls).
+#pragma once
+
+#include "models/layer.h"
+
+namespace dpt {
+
+enum class LinearInit { kPyTorchDefault, kGpt2 };
+
+class Linear : public Layer {
+ public:
+  Linear(ParamStore& store, const std::string& name, int64_t in, int64_t out, bool bias = true,
+         LinearInit init = LinearInit::kPyTorchDefault, float gpt2_std = 0.02f);
+  void init_params(ParamStore& store, uint64_t seed) override;
+  const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  std::vector<size_t> used_params() const override;
+
+ private:
+  ParamStore& store_;
+  int64_t in_, out_;
+  bool has_bias_;
+  LinearInit init_;
+  float gpt2_std_;
+  size_t w_ = 0, b_ = 0;
+  const Tensor* x_ = nullptr;
+  Tensor y_, dx_;
+};
+
+}  // namespace dpt

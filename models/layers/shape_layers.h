@@ -1,0 +1,36 @@
+// Layers that move values around without arithmetic on them.
+//   MaxPool2d: NCHW, window k, stride s (default k); remembers which input won each
+//              window so backward routes the gradient to it alone.
+//   Flatten:   [N, d1, d2, ...] -> [N, d1*d2*...]; backward reshapes back.
+#pragma once
+
+#include "models/layer.h"
+
+namespace dpt {
+
+class MaxPool2d : public Layer {
+ public:
+  MaxPool2d(const std::string& name, int64_t kernel, int64_t stride = 0)
+      : Layer(name), k_(kernel), stride_(stride > 0 ? stride : kernel) {}
+  const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+
+ private:
+  int64_t k_, stride_;
+  const Tensor* x_ = nullptr;
+  std::vector<int32_t> argmax_;  // flat index within the input plane, per output
+  Tensor y_, dx_;
+};
+
+class Flatten : public Layer {
+ public:
+  explicit Flatten(const std::string& name) : Layer(name) {}
+  const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+
+ private:
+  std::vector<int64_t> in_shape_;
+  Tensor y_, dx_;
+};
+
+}  // namespace dpt

@@ -1,0 +1,28 @@
+// ModelConfig: every size a model takes, with defaults that fit the datasets the
+// project trains on (Fashion-MNIST 1x28x28, 10 classes; bytes, vocab 256).
+#pragma once
+
+#include <cstdint>
+
+namespace dpt {
+
+struct ModelConfig {
+  uint64_t seed = 1234;
+  // Image / feature models.
+  int64_t in_channels = 1;
+  int64_t image_h = 28;
+  int64_t image_w = 28;
+  int64_t num_classes = 10;
+  // CNN widths (conv1 and conv2 output channels, hidden linear units).
+  int64_t cnn_c1 = 16;
+  int64_t cnn_c2 = 32;
+  int64_t cnn_hidden = 128;
+  // GPT.
+  int64_t vocab = 256;
+  int64_t seq_len = 64;
+  int64_t d_model = 128;
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+};
+
+}  // namespace dpt

@@ -1,0 +1,70 @@
+#include "models/models.h"
+
+#include <stdexcept>
+
+#include "models/layers/activations.h"
+#include "models/layers/conv2d.h"
+#include "models/layers/embedding.h"
+#include "models/layers/gpt_block.h"
+#include "models/layers/layer_norm.h"
+#include "models/layers/linear.h"
+#include "models/layers/shape_layers.h"
+
+namespace dpt {
+
+ToyModel::ToyModel(const ModelConfig& cfg) : Module("toy", cfg.seed, {10}, false) {
+  add_layer<Linear>(store_, "net1", 10, 10);
+  add_layer<Relu>("relu");
+  add_layer<Linear>(store_, "net2", 10, 5);
+  finalize(std::make_unique<MseLoss>());
+}
+
+Mlp::Mlp(const ModelConfig& cfg)
+    : Module("mlp", cfg.seed, {cfg.in_channels, cfg.image_h, cfg.image_w}, false) {
+  add_layer<Flatten>("flatten");
+  add_layer<Linear>(store_, "fc1", cfg.in_channels * cfg.image_h * cfg.image_w, 256);
+  add_layer<Relu>("relu1");
+  add_layer<Linear>(store_, "fc2", 256, 128);
+  add_layer<Relu>("relu2");
+  add_layer<Linear>(store_, "fc3", 128, cfg.num_classes);
+  finalize(std::make_unique<SoftmaxCrossEntropy>());
+}
+
+Cnn::Cnn(const ModelConfig& cfg)
+    : Module("cnn", cfg.seed, {cfg.in_channels, cfg.image_h, cfg.image_w}, false) {
+  add_layer<Conv2d>(store_, "conv1", cfg.in_channels, cfg.cnn_c1, 3, 1, 1);
+  add_layer<Relu>("relu1");
+  add_layer<MaxPool2d>("pool1", 2);
+  add_layer<Conv2d>(store_, "conv2", cfg.cnn_c1, cfg.cnn_c2, 3, 1, 1);
+  add_layer<Relu>("relu2");
+  add_layer<MaxPool2d>("pool2", 2);
+  add_layer<Flatten>("flatten");
+  add_layer<Linear>(store_, "fc1", cfg.cnn_c2 * (cfg.image_h / 4) * (cfg.image_w / 4),
+                    cfg.cnn_hidden);
+  add_layer<Relu>("relu3");
+  add_layer<Linear>(store_, "fc2", cfg.cnn_hidden, cfg.num_classes);
+  finalize(std::make_unique<SoftmaxCrossEntropy>());
+}
+
+Gpt::Gpt(const ModelConfig& cfg) : Module("gpt", cfg.seed, {cfg.seq_len}, true), cfg_(cfg) {
+  auto& emb = add_layer<Embedding>(store_, "tok_emb", cfg.vocab, cfg.d_model, "pos_emb",
+                                   cfg.seq_len);
+  for (int64_t i = 0; i < cfg.n_layer; ++i)
+    add_layer<GptBlock>(store_, "blocks." + std::to_string(i), cfg.d_model, cfg.n_head,
+                        cfg.n_layer);
+  add_layer<LayerNorm>(store_, "ln_f", cfg.d_model);
+  add_layer<TiedHead>(store_, "lm_head", emb.token_table(), cfg.vocab, cfg.d_model);
+  finalize(std::make_unique<SoftmaxCrossEntropy>());
+}
+
+std::vector<std::string> model_names() { return {"toy", "mlp", "cnn", "gpt"}; }
+
+std::unique_ptr<Module> make_model(const std::string& name, const ModelConfig& cfg) {
+  if (name == "toy") return std::make_unique<ToyModel>(cfg);
+  if (name == "mlp") return std::make_unique<Mlp>(cfg);
+  if (name == "cnn") return std::make_unique<Cnn>(cfg);
+  if (name == "gpt") return std::make_unique<Gpt>(cfg);
+  throw std::invalid_argument("unknown model '" + name + "' (valid: toy, mlp, cnn, gpt)");
+}
+
+}  // namespace dpt

@@ -1,0 +1,112 @@
+#include "models/module.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace dpt {
+
+Module::Module(std::string name, uint64_t seed, std::vector<int64_t> sample_shape,
+               bool takes_tokens)
+    : name_(std::move(name)), seed_(seed), sample_shape_(std::move(sample_shape)),
+      takes_tokens_(takes_tokens) {}
+
+void Module::finalize(std::unique_ptr<Loss> loss) {
+  loss_ = std::move(loss);
+  store_.finalize();
+  use_counts_.assign(store_.infos().size(), 0);
+  layer_infos_.clear();
+  need_input_grad_.clear();
+  bool params_before = false;
+  for (auto& layer : layers_) {
+    // A layer's input gradient is only worth computing if some parameter lies below it
+    // (MLP: Flatten then fc1 -> fc1 skips its dx product).
+    need_input_grad_.push_back(params_before);
+    params_before = params_before || !layer->used_params().empty();
+    layer->init_params(store_, seed_);
+    LayerInfo info;
+    info.name = layer->name();
+    info.params = layer->used_params();
+    std::vector<std::pair<size_t, size_t>> spans;
+    for (size_t p : info.params) {
+      ++use_counts_.at(p);
+      const auto& pi = store_.infos()[p];
+      spans.emplace_back(pi.offset, pi.offset + pi.numel);
+    }
+    std::sort(spans.begin(), spans.end());
+    for (const auto& s : spans) {
+      if (!info.ranges.empty() && info.ranges.back().second == s.first)
+        info.ranges.back().second = s.second;
+      else
+        info.ranges.push_back(s);
+    }
+    layer_infos_.push_back(std::move(info));
+  }
+  for (size_t i = 0; i < use_counts_.size(); ++i)
+    if (use_counts_[i] == 0)
+      throw std::logic_error(name_ + ": parameter " + store_.infos()[i].name + " is used by no layer");
+}
+
+void Module::zero_grad() {
+  auto g = store_.flat_grads();
+  std::fill(g.begin(), g.end(), 0.0f);
+}
+
+const Tensor& Module::forward(const ModelInput& in, bool training) {
+  if (in.sample_shape != sample_shape_ && !takes_tokens_)
+    throw std::invalid_argument(name_ + ": input sample shape " + shape_to_string(in.sample_shape) +
+                                " but the model expects " + shape_to_string(sample_shape_));
+  if (takes_tokens_ ? in.tokens == nullptr : in.x == nullptr)
+    throw std::invalid_argument(name_ + (takes_tokens_ ? ": needs token input" : ": needs float input"));
+  ctx_.input = &in;
+  ctx_.training = training;
+  if (!takes_tokens_) {
+    std::vector<int64_t> shape{in.n};
+    shape.insert(shape.end(), in.sample_shape.begin(), in.sample_shape.end());
+    input_.resize(std::move(shape));
+    std::copy(in.x, in.x + input_.numel(), input_.data());
+  } else {
+    input_.resize({0});
+  }
+  const Tensor* cur = &input_;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (hooks_.on_layer_forward) hooks_.on_layer_forward(i);
+    cur = &layers_[i]->forward(*cur, ctx_);
+    if (hooks_.on_layer_forward_done) hooks_.on_layer_forward_done(i);
+  }
+  ctx_.input = nullptr;  // the caller's buffers are not ours to keep
+  output_ = cur;
+  have_loss_grad_ = false;
+  return *cur;
+}
+
+float Module::loss(const ModelTarget& target, float grad_scale) {
+  if (!output_) throw std::logic_error(name_ + ": loss() before forward()");
+  float value = loss_->forward(*output_, target, grad_scale);
+  have_loss_grad_ = true;
+  return value;
+}
+
+void Module::backward() {
+  if (!have_loss_grad_) throw std::logic_error(name_ + ": backward() without forward() and loss()");
+  have_loss_grad_ = false;
+  sink_.begin(use_counts_, [this](size_t p) {
+    if (hooks_.on_grad_ready) hooks_.on_grad_ready(store_.infos()[p]);
+  });
+  const Tensor* g = &loss_->grad();
+  for (size_t i = layers_.size(); i-- > 0;) {
+    if (hooks_.on_layer_backward) hooks_.on_layer_backward(i);
+    g = &layers_[i]->backward(*g, sink_, need_input_grad_[i]);
+    if (hooks_.on_layer_backward_done) hooks_.on_layer_backward_done(i);
+  }
+  if (!sink_.all_final())
+    throw std::logic_error(name_ + ": a layer did not announce all of its gradients");
+}
+
+float Module::train_step(const ModelInput& in, const ModelTarget& target, float grad_scale) {
+  forward(in, true);
+  float l = loss(target, grad_scale);
+  backward();
+  return l;
+}
+
+}  // namespace dpt

@@ -1,0 +1,113 @@
+// Module: a model as an ordered list of layers over one ParamStore, plus a loss.
+//
+// Terms:
+//   layer index  position in layer_infos(); forward runs 0..L-1, backward L-1..0.
+//   LayerInfo    a layer's name, the parameters it reads, and those parameters as
+//                merged [begin, end) element ranges of the flat buffer. ZeRO-3 gathers
+//                exactly these ranges in on_layer_forward / on_layer_backward.
+//   grad ready   on_grad_ready(info) fires once per parameter per backward, the
+//                moment no later layer of that backward will write its gradient. The
+//                order is exactly reverse of param_infos() (parameters are registered
+//                in order of first use), and the gradient is not touched afterwards
+//                in that pass. DDP and ZeRO start communication from it.
+//
+// Gradients accumulate (+=) over backward calls until zero_grad().
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/layer.h"
+#include "models/loss.h"
+#include "models/param_store.h"
+
+namespace dpt {
+
+struct LayerInfo {
+  std::string name;
+  std::vector<size_t> params;                        // indices into param_infos()
+  std::vector<std::pair<size_t, size_t>> ranges;     // merged flat [begin, end)
+};
+
+struct ModuleHooks {
+  std::function<void(size_t layer)> on_layer_forward;        // just before layer's forward
+  std::function<void(size_t layer)> on_layer_forward_done;   // just after it
+  std::function<void(size_t layer)> on_layer_backward;       // just before layer's backward
+  std::function<void(size_t layer)> on_layer_backward_done;  // just after it
+  std::function<void(const ParamInfo&)> on_grad_ready;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& name() const { return name_; }
+  std::span<float> flat_params() { return store_.flat_params(); }
+  std::span<const float> flat_params() const { return store_.flat_params(); }
+  std::span<float> flat_grads() { return store_.flat_grads(); }
+  std::span<const float> flat_grads() const { return store_.flat_grads(); }
+  const std::vector<ParamInfo>& param_infos() const { return store_.infos(); }
+  const std::vector<LayerInfo>& layer_infos() const { return layer_infos_; }
+  size_t num_params() const { return store_.total_numel(); }
+  ParamStore& store() { return store_; }
+
+  void set_hooks(ModuleHooks hooks) { hooks_ = std::move(hooks); }
+  const ModuleHooks& hooks() const { return hooks_; }
+
+  void zero_grad();
+  // Runs every layer; returns the output (logits or predictions).
+  const Tensor& forward(const ModelInput& in, bool training = true);
+  // Mean loss of the last forward's output; stores d(grad_scale * loss)/d output.
+  float loss(const ModelTarget& target, float grad_scale = 1.0f);
+  // Accumulates parameter gradients from the last loss() and fires the hooks.
+  void backward();
+  // forward + loss + backward.
+  float train_step(const ModelInput& in, const ModelTarget& target, float grad_scale = 1.0f);
+  const Tensor& output() const { return *output_; }
+
+  // Shape of one input sample: [C, H, W], [features] or [T] (token ids).
+  const std::vector<int64_t>& sample_shape() const { return sample_shape_; }
+  bool takes_tokens() const { return takes_tokens_; }
+  const Loss& loss_fn() const { return *loss_; }
+
+ protected:
+  Module(std::string name, uint64_t seed, std::vector<int64_t> sample_shape, bool takes_tokens);
+
+  template <class L, class... Args>
+  L& add_layer(Args&&... args) {
+    auto layer = std::make_unique<L>(std::forward<Args>(args)...);
+    L& ref = *layer;
+    layers_.push_back(std::move(layer));
+    return ref;
+  }
+  // Call once at the end of a model's constructor: allocates and initialises the
+  // flat buffers and derives the layer infos and per-parameter use counts.
+  void finalize(std::unique_ptr<Loss> loss);
+
+  ParamStore store_;
+
+ private:
+  std::string name_;
+  uint64_t seed_;
+  std::vector<int64_t> sample_shape_;
+  bool takes_tokens_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<LayerInfo> layer_infos_;
+  std::vector<int> use_counts_;
+  std::vector<bool> need_input_grad_;  // false while no earlier layer has parameters
+  std::unique_ptr<Loss> loss_;
+  ModuleHooks hooks_;
+  GradSink sink_;
+  ForwardContext ctx_;
+  Tensor input_;
+  const Tensor* output_ = nullptr;
+  bool have_loss_grad_ = false;
+};
+
+}  // namespace dpt
