@@ -2,32 +2,31 @@
 
 namespace dpt {
 
-void PromiseWork::complete() {
+// The on_finish callback runs before waiters are released, so whatever it records
+// (e.g. a completion time) is visible to a thread returning from wait().
+void PromiseWork::finish(std::exception_ptr e) {
   std::function<void()> f;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    done_ = true;
+    finishing_ = true;
     f = std::move(on_finish_);
   }
-  cv_.notify_all();
   if (f) f();
-}
-
-void PromiseWork::fail(std::exception_ptr e) {
-  std::function<void()> f;
   {
     std::lock_guard<std::mutex> lk(mu_);
     error_ = e;
     done_ = true;
-    f = std::move(on_finish_);
   }
   cv_.notify_all();
-  if (f) f();
 }
+
+void PromiseWork::complete() { finish(nullptr); }
+
+void PromiseWork::fail(std::exception_ptr e) { finish(e); }
 
 void PromiseWork::on_finish(std::function<void()> f) {
   std::unique_lock<std::mutex> lk(mu_);
-  if (done_) {
+  if (finishing_ || done_) {
     lk.unlock();
     f();
     return;

@@ -40,14 +40,17 @@ class PromiseWork : public Work {
   void wait(Millis timeout) override;
   bool done() const;
   const ErrorContext& context() const { return ctx_; }
-  // Called once, on the completing thread, after complete() or fail().
+  // Called once, on the completing thread, before waiters are released (or at once
+  // if the work already finished).
   void on_finish(std::function<void()> f);
 
  private:
+  void finish(std::exception_ptr e);
   ErrorContext ctx_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  bool finishing_ = false;
   std::exception_ptr error_;
   std::function<void()> on_finish_;
 };

@@ -1,0 +1,154 @@
+#include "optim/ddp.h"
+
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
+#include "comm/half.h"
+
+namespace dpt {
+
+DistributedDataParallel::DistributedDataParallel(Module& model, Communicator& comm, DdpConfig config)
+    : model_(model), comm_(&comm), config_(config) {
+  if (config_.wire != DType::f32 && config_.wire != DType::bf16 && config_.wire != DType::f16)
+    throw std::invalid_argument("DDP gradient compression must be none (f32), bf16 or f16");
+  const auto& infos = model.param_infos();
+  bucket_of_param_.assign(infos.size(), 0);
+  // Reverse parameter order: the last parameters' gradients are final first.
+  Bucket cur;
+  size_t cap = config_.first_bucket_bytes;
+  bool open = false;
+  for (size_t k = infos.size(); k-- > 0;) {
+    const ParamInfo& p = infos[k];
+    if (!open) {
+      cur = Bucket{};
+      cur.end = p.offset + p.numel;
+      open = true;
+    }
+    cur.begin = p.offset;
+    ++cur.num_params;
+    bucket_of_param_[k] = buckets_.size();
+    if ((cur.end - cur.begin) * sizeof(float) >= cap) {
+      buckets_.push_back(cur);
+      open = false;
+      cap = config_.bucket_bytes;
+    }
+  }
+  if (open) buckets_.push_back(cur);
+
+  ModuleHooks hooks = model.hooks();
+  hooks.on_grad_ready = [this](const ParamInfo& p) { on_grad_ready(p); };
+  model.set_hooks(hooks);
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  ModuleHooks hooks = model_.hooks();
+  hooks.on_grad_ready = nullptr;
+  model_.set_hooks(hooks);
+}
+
+uint64_t DistributedDataParallel::parameter_checksum() const {
+  auto params = static_cast<const Module&>(model_).flat_params();
+  const auto* p = reinterpret_cast<const unsigned char*>(params.data());
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < params.size_bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+void DistributedDataParallel::broadcast_parameters() {
+  auto params = model_.flat_params();
+  comm_->broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, 0);
+  uint64_t mine = parameter_checksum();
+  std::vector<uint64_t> all(comm_->size());
+  comm_->allgather(make_buffer(reinterpret_cast<int64_t*>(&mine), 1),
+                   make_buffer(reinterpret_cast<int64_t*>(all.data()), all.size()));
+  std::string bad;
+  for (int r = 0; r < comm_->size(); ++r)
+    if (all[r] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+  if (!bad.empty())
+    throw std::runtime_error("DDP: after broadcasting rank 0's parameters, ranks [" + bad +
+                             "] hold different bytes (checksum mismatch)");
+}
+
+void DistributedDataParallel::set_communicator(Communicator& comm) {
+  for (auto& b : buckets_)
+    if (b.work && !b.work->test())
+      throw std::logic_error("DDP: set_communicator while a bucket is still in flight");
+  comm_ = &comm;
+}
+
+void DistributedDataParallel::begin_backward(bool sync) {
+  sync_ = sync;
+  next_launch_ = 0;
+  for (auto& b : buckets_) {
+    b.pending = b.num_params;
+    b.work.reset();
+  }
+}
+
+void DistributedDataParallel::on_grad_ready(const ParamInfo& p) {
+  if (!sync_) return;
+  Bucket& b = buckets_[bucket_of_param_[p.index]];
+  if (b.pending == 0) throw std::logic_error("DDP: gradient of " + p.name + " reported ready twice");
+  --b.pending;
+  if (!config_.overlap) return;
+  // Launch every consecutive ready bucket, in order: all ranks issue the same sequence.
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) launch(buckets_[next_launch_++]);
+}
+
+void DistributedDataParallel::launch(Bucket& b) {
+  auto grads = model_.flat_grads();
+  float* g = grads.data() + b.begin;
+  const size_t n = b.end - b.begin;
+  b.launched = Clock::now();
+  if (config_.wire == DType::f32) {
+    Buffer buf{g, n, DType::f32, {}};
+    b.work = comm_->allreduce_async(buf, buf, ReduceOp::avg);
+  } else {
+    // Divide before rounding (as PyTorch's fp16 compression hook does) so the sum of
+    // world-size terms stays in range.
+    b.wire.resize(n);
+    const float scale = 1.0f / float(comm_->size());
+    if (config_.wire == DType::bf16)
+      for (size_t i = 0; i < n; ++i) b.wire[i] = float_to_bf16(g[i] * scale);
+    else
+      for (size_t i = 0; i < n; ++i) b.wire[i] = float_to_half(g[i] * scale);
+    Buffer buf{b.wire.data(), n, config_.wire, {}};
+    b.work = comm_->allreduce_async(buf, buf, ReduceOp::sum);
+  }
+  if (auto pw = std::dynamic_pointer_cast<PromiseWork>(b.work)) {
+    Bucket* bp = &b;
+    pw->on_finish([bp] { bp->done = Clock::now(); });
+  }
+}
+
+void DistributedDataParallel::end_backward() {
+  stats_ = CommStats{};
+  if (!sync_) return;
+  for (auto& b : buckets_)
+    if (b.pending != 0) throw std::logic_error("DDP: backward ended with gradients not reported ready");
+  const auto compute_end = Clock::now();
+  while (next_launch_ < buckets_.size()) launch(buckets_[next_launch_++]);
+  for (auto& b : buckets_) b.work->wait(comm_->timeout());
+  const auto all_done = Clock::now();
+  auto grads = model_.flat_grads();
+  Clock::time_point prev_done{};
+  Clock::time_point last_done{};
+  for (auto& b : buckets_) {
+    if (b.done == Clock::time_point{}) b.done = all_done;  // backend without completion times
+    const auto start = std::max(b.launched, prev_done);
+    stats_.comm_s += std::chrono::duration<double>(b.done - start).count();
+    prev_done = b.done;
+    last_done = std::max(last_done, b.done);
+    stats_.bytes += int64_t((b.end - b.begin) * dtype_size(config_.wire));
+    if (config_.wire == DType::bf16)
+      for (size_t i = b.begin; i < b.end; ++i) grads[i] = bf16_to_float(b.wire[i - b.begin]);
+    else if (config_.wire == DType::f16)
+      for (size_t i = b.begin; i < b.end; ++i) grads[i] = half_to_float(b.wire[i - b.begin]);
+    b.done = Clock::time_point{};
+  }
+  stats_.exposed_s = std::max(0.0, std::chrono::duration<double>(last_done - compute_end).count());
+  stats_.exposed_s = std::min(stats_.exposed_s, stats_.comm_s);
+}
+
+}  // namespace dpt

@@ -1,0 +1,128 @@
+#pragma once
+// The distributed training loop behind build/bin/train: one replica per rank, data
+// sharded by DistributedSampler, gradients synchronized by DistributedDataParallel,
+// evaluation sharded and reduced, checkpoints and resume, and the run-time backend
+// switch. A reader can follow one step top to bottom in DistTrainer::train_step().
+//
+// Terms:
+//   step         one optimizer update = grad_accum micro-steps of batch_size samples per rank.
+//   global batch batch_size x grad_accum x world size samples per step.
+//   uneven input when some rank runs out of batches first, every rank learns it from a
+//                one-integer allreduce before the step and the epoch ends for all there
+//                (the leftover batches of the longer ranks are skipped and counted).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "data/dataset.h"
+#include "models/model_config.h"
+#include "models/module.h"
+#include "optim/ddp.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace dpt {
+
+struct DistTrainConfig {
+  std::string model = "mlp";
+  std::string dataset;           // empty: fashion-mnist (mlp, cnn), text (gpt), synthetic (toy)
+  std::string data_dir;
+  ModelConfig model_config;
+  int epochs = 1;
+  int64_t steps = 0;             // > 0: stop after this many steps
+  size_t batch_size = 64;        // per rank, per micro-step
+  int grad_accum = 1;
+  std::string optimizer = "sgd";
+  OptimizerConfig optimizer_config;
+  std::string lr_schedule = "constant";
+  LrScheduleConfig lr_config;
+  float clip_norm = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  DdpConfig ddp;
+  std::string checkpoint_dir;    // non-empty: save here
+  int64_t save_every = 0;        // steps between checkpoints (0: only at the end)
+  bool resume = false;           // continue from checkpoint_dir's latest checkpoint
+  int64_t eval_every = 0;        // steps between evaluations (0: at each epoch end)
+  int64_t log_every = 10;
+  size_t max_eval_samples = 0;
+  int64_t exit_after_step = 0;   // test hook: die abruptly (as a crash) after this step
+  int uneven_rank = -1;          // test hook: this rank's data ends after uneven_batches
+  int64_t uneven_batches = 0;    //   micro-batches per epoch (uneven inputs)
+};
+
+// Thrown after config.exit_after_step steps so a test can kill the run at a known
+// point (the train tool then dies without any cleanup, like a crash).
+struct SimulatedCrash : std::runtime_error {
+  explicit SimulatedCrash(int64_t step) : std::runtime_error("simulated crash after step " + std::to_string(step)) {}
+};
+
+struct StepLog {
+  int64_t step = 0;
+  int epoch = 0;
+  double loss = 0;               // mean over all ranks' samples of the step
+  float lr = 0;
+  double samples_per_s = 0;      // global
+  double comm_s = 0, exposed_s = 0;  // of the last step
+};
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = -1;          // < 0: not a classifier
+  size_t samples = 0;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double time_s = 0;
+  double samples_per_s = 0;
+  double comm_s = 0, exposed_s = 0;  // totals over the run
+  int64_t skipped_batches = 0;   // uneven inputs: batches this rank had but could not use
+  EvalResult eval;
+  double last_loss = 0;
+};
+
+class DistTrainer {
+ public:
+  DistTrainer(DistTrainConfig config, Communicator& comm);
+  ~DistTrainer();
+
+  // Runs the configured epochs/steps. Callbacks fire on every rank (print on rank 0).
+  TrainSummary run(const std::function<void(const StepLog&)>& on_log,
+                   const std::function<void(int64_t step, const EvalResult&)>& on_eval);
+  EvalResult evaluate();
+  // The backend switch: from now on communicate over `comm` (same ranks, same size).
+  void set_communicator(Communicator& comm);
+  // Schedules a switch before step `at_step` to a communicator made by `make`.
+  void schedule_switch(int64_t at_step, std::function<std::unique_ptr<Communicator>()> make);
+
+  Module& model() { return *model_; }
+  const Dataset& train_set() const { return *train_; }
+  size_t num_buckets() const { return ddp_->num_buckets(); }
+  void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
+  std::string final_model_path() const;
+
+ private:
+  bool load_latest_checkpoint();
+
+  DistTrainConfig config_;
+  Communicator* comm_;
+  std::unique_ptr<Module> model_;
+  std::unique_ptr<Dataset> train_, test_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  int64_t step_ = 0;
+  int start_epoch_ = 0;
+  int64_t skip_batches_ = 0;     // resume: micro-batches of start_epoch_ already consumed
+  int64_t switch_at_ = -1;
+  std::function<std::unique_ptr<Communicator>()> make_switch_;
+  std::unique_ptr<Communicator> owned_comm_;
+};
+
+}  // namespace dpt

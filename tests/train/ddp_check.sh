@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Distributed-training checks of issue 5, one scenario per invocation:
+#   ddp_check.sh <bin dir> <scenario> [N]
+# Each scenario runs `train` twice (or more) and compares with compare_runs.
+set -euo pipefail
+bin=$1 scenario=$2 n=${3:-2}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+mpi() { local np=$1; shift; mpiexec --oversubscribe --bind-to none -n "$np" "$bin/train" "$@"; }
+common=(--model mlp --optimizer sgd --momentum 0.9 --lr 0.05 --no-shuffle --log-every 1 --max-eval-samples 512)
+run() { local name=$1; shift; "$@" --metrics-out "$work/$name.jsonl" --checkpoint-dir "$work/$name" > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }; }
+cmp_runs() { "$bin/compare_runs" --metrics "$work/$1.jsonl" "$work/$2.jsonl" --model "$work/$1/model.safetensors" "$work/$2/model.safetensors" "${@:3}"; }
+case $scenario in
+  equivalence)   # N ranks x batch B == 1 rank x batch N*B
+    run single "$bin/train" "${common[@]}" --steps 50 --batch-size $((32 * n))
+    run ddp mpi "$n" "${common[@]}" --steps 50 --batch-size 32 --backend mpi
+    cmp_runs single ddp --rtol 1e-5 ;;
+  grad-accum)    # N ranks x batch B x k micro-steps == 1 rank x batch N*B*k
+    run single "$bin/train" "${common[@]}" --steps 30 --batch-size $((16 * 2 * n))
+    run accum mpi "$n" "${common[@]}" --steps 30 --batch-size 16 --grad-accum 2 --backend tcp
+    cmp_runs single accum --rtol 1e-5 ;;
+  tcp-vs-mpi)    # same algorithm, different backends: identical bits
+    run tcp mpi "$n" "${common[@]}" --steps 30 --batch-size 32 --backend tcp --algo ring
+    run mpi mpi "$n" "${common[@]}" --steps 30 --batch-size 32 --backend mpi --algo ring
+    cmp_runs tcp mpi --rtol 0 ;;
+  switch)        # switching backend mid-run changes nothing
+    run plain mpi "$n" "${common[@]}" --steps 30 --batch-size 32 --backend tcp --algo ring
+    run switched mpi "$n" "${common[@]}" --steps 30 --batch-size 32 --backend tcp --algo ring --switch-backend 12:mpi
+    grep -q "switch at 12:mpi" "$work/switched.log"
+    cmp_runs plain switched --rtol 0 ;;
+  resume)        # die after step 25 (checkpoint at 20), resume: bit-identical continuation
+    run full "$bin/launch" -n "$n" "$bin/train" "${common[@]}" --steps 40 --batch-size 32 --backend tcp --save-every 10 --model-seed 7
+    "$bin/launch" -n "$n" "$bin/train" "${common[@]}" --steps 40 --batch-size 32 --backend tcp --save-every 10 --model-seed 7 \
+      --checkpoint-dir "$work/crash" --exit-after-step 25 > "$work/crash.log" 2>&1 && { echo "the crash run did not die"; exit 1; }
+    [[ $(cat "$work/crash/latest") == step_20 ]] || { echo "latest checkpoint is not step_20"; exit 1; }
+    run crash "$bin/launch" -n "$n" "$bin/train" "${common[@]}" --steps 40 --batch-size 32 --backend tcp --save-every 10 --model-seed 7 --resume
+    head -1 "$work/crash.jsonl" | grep -q '"step":21' || { echo "resume did not continue at step 21"; exit 1; }
+    cmp_runs full crash --rtol 0 --from-step 20
+    # A checkpoint written by N ranks loads into a 1-rank run, which carries on.
+    "$bin/train" "${common[@]}" --steps 45 --batch-size 64 --checkpoint-dir "$work/full" --resume > "$work/one.log" 2>&1 || { cat "$work/one.log"; exit 1; }
+    grep -q "final:.*steps=45" "$work/one.log" ;;
+  accuracy)      # Fashion-MNIST MLP, N ranks, 3 epochs: test accuracy >= 0.88
+    mpi "$n" --model mlp --optimizer adam --lr 1e-3 --lr-schedule cosine --epochs 3 --batch-size 32 --backend tcp --log-every 500 | tee "$work/acc.log"
+    acc=$(sed -n 's/^final: test_acc=\([0-9.]*\).*/\1/p' "$work/acc.log")
+    awk -v a="$acc" 'BEGIN { if (a + 0 < 0.88) { print "test_acc " a " < 0.88"; exit 1 } print "test_acc " a " >= 0.88" }' ;;
+  uneven)        # rank 1 has only 7 batches per epoch: all ranks end each epoch there, no hang
+    mpi "$n" --model mlp --batch-size 64 --epochs 2 --log-every 1 --backend tcp --max-eval-samples 512 \
+      --debug-uneven 1:7 > "$work/uneven.log"
+    grep -q "final:.*steps=14 .*skipped_batches=924" "$work/uneven.log" || { cat "$work/uneven.log"; exit 1; } ;;
+  *) echo "unknown scenario $scenario"; exit 2 ;;
+esac
