@@ -48,5 +48,13 @@ case $scenario in
     mpi "$n" --model mlp --batch-size 64 --epochs 2 --log-every 1 --backend tcp --max-eval-samples 512 \
       --debug-uneven 1:7 > "$work/uneven.log"
     grep -q "final:.*steps=14 .*skipped_batches=924" "$work/uneven.log" || { cat "$work/uneven.log"; exit 1; } ;;
+  overlap)       # GPT >= 1M parameters, overlap on: at most half the comm time is exposed
+    "$bin/launch" -n "$n" "$bin/train" --model gpt --gpt-layers 6 --steps 20 --batch-size 16 --log-every 10 \
+      --max-eval-samples 128 --bucket-mb 1 --first-bucket-mb 0.25 > "$work/overlap.log"
+    line=$(grep "final:" "$work/overlap.log")
+    echo "$line"
+    comm=$(sed -E 's/.* comm_s=([0-9.]+).*/\1/' <<< "$line")
+    exposed=$(sed -E 's/.* exposed_comm_s=([0-9.]+).*/\1/' <<< "$line")
+    awk -v c="$comm" -v e="$exposed" 'BEGIN { if (c <= 0 || e > 0.5 * c) { print "exposed " e " s of " c " s"; exit 1 } }' ;;
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
