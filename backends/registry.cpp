@@ -7,6 +7,7 @@
 #include "backends/nccl/nccl_backend.h"
 #include "backends/tcp/tcp_backend.h"
 #include "comm/env.h"
+#include "comm/job_token.h"
 #include "comm/launch_env.h"
 #include "comm/log.h"
 #include "comm/tcp_store.h"
@@ -63,11 +64,20 @@ static std::unique_ptr<Communicator> create_tcp(CommOptions options) {
   b.world_size = li.world_size;
   b.master_addr = li.master_addr.empty() ? "127.0.0.1" : li.master_addr;
   b.master_port = li.master_port;
+  b.job_token = job_token_from_env();
+  const bool under_mpi = li.source == "openmpi" || li.source == "pmi";
+#ifdef DPT_HAVE_MPI
+  // Under mpirun nobody handed the ranks a secret: rank 0 draws one and sends it over
+  // MPI (trusted like the launcher's environment; never over TCP, never logged).
+  // Decided on every rank from the same environment, so all or none take part.
+  if (under_mpi && li.world_size > 1 && b.job_token.empty())
+    b.job_token = mpi::broadcast_from_rank0(li.rank == 0 ? generate_job_token() : std::string());
+#endif
   if (b.master_port == 0) {
     if (li.world_size == 1) {
-      b.server = std::make_shared<TcpStoreServer>(b.master_addr, 0);
+      b.server = std::make_shared<TcpStoreServer>(b.master_addr, 0, b.job_token);
       b.master_port = b.server->port();
-    } else if (li.source == "openmpi" || li.source == "pmi") {
+    } else if (under_mpi) {
 #ifdef DPT_HAVE_MPI
       // Under mpirun without MASTER_PORT: rank 0 serves the store on a free port and
       // tells the others over MPI. Only the address travels over MPI; all traffic is TCP.
@@ -79,7 +89,7 @@ static std::unique_ptr<Communicator> create_tcp(CommOptions options) {
       }
       std::string addr;
       if (li.rank == 0) {
-        b.server = std::make_shared<TcpStoreServer>(host, 0);
+        b.server = std::make_shared<TcpStoreServer>(host, 0, b.job_token);
         addr = host + " " + std::to_string(b.server->port());
       }
       addr = mpi::broadcast_from_rank0(addr);

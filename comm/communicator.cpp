@@ -4,6 +4,7 @@
 
 #include "comm/algorithms/algorithms.h"
 #include "comm/algorithms/selector.h"
+#include "comm/collective_fingerprint.h"
 #include "comm/env.h"
 #include "comm/reduce_kernels.h"
 #include "comm/subgroup_communicator.h"
@@ -53,6 +54,7 @@ CommOptions CommOptions::from_env() {
   int64_t seg = env::get_int(env::kSegmentBytes);
   if (seg < 64) throw std::invalid_argument("COMM_SEGMENT_BYTES must be at least 64");
   o.thresholds.segment_bytes = static_cast<size_t>(seg);
+  o.debug_collectives = env::get_bool(env::kDebugCollectives);
   return o;
 }
 
@@ -89,7 +91,7 @@ WorkPtr Communicator::isend(const Buffer& buf, int peer, int64_t tag) {
     throw UsageError(context("send", peer), "tag " + std::to_string(tag) + " outside [0, " + std::to_string(kMaxUserTag) + "]");
   if (aborted_) throw AbortedError(context("send", peer), "communicator was aborted: " + abort_reason_);
   WorkPtr w = do_isend(buf, peer, tag);
-  w->set_default_timeout(timeout());
+  w->set_default_timeout(wait_timeout());
   return w;
 }
 
@@ -100,7 +102,7 @@ WorkPtr Communicator::irecv(const Buffer& buf, int peer, int64_t tag) {
     throw UsageError(context("recv", peer), "tag " + std::to_string(tag) + " outside [0, " + std::to_string(kMaxUserTag) + "]");
   if (aborted_) throw AbortedError(context("recv", peer), "communicator was aborted: " + abort_reason_);
   WorkPtr w = do_irecv(buf, peer, tag);
-  w->set_default_timeout(timeout());
+  w->set_default_timeout(wait_timeout());
   return w;
 }
 
@@ -141,7 +143,7 @@ WorkPtr Communicator::enqueue(CollArgs args) {
   check_args(args);
   if (args.algo == Algo::automatic) args.algo = options_.algo;
   auto work = std::make_shared<PromiseWork>(context(coll_name(args.kind)));
-  work->set_default_timeout(timeout());
+  work->set_default_timeout(wait_timeout());
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopping_) throw AbortedError(context(coll_name(args.kind)), "communicator is shutting down");
@@ -204,6 +206,7 @@ void Communicator::worker_loop() {
     try {
       if (aborted_) throw AbortedError(context(coll_name(a.kind), -1, a.seq), "communicator was aborted: " + abort_reason_);
       if (broken_) std::rethrow_exception(broken_);
+      if (options_.debug_collectives) check_collective_fingerprints(*this, a);
       execute(a);
       task.work->complete();
     } catch (const CommError& e) {

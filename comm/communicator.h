@@ -52,7 +52,7 @@ struct CollArgs {
 
 // The selector's knobs (see comm/algorithms/selector.h).
 struct AlgoThresholds {
-  size_t tree_max_bytes = 64 * 1024;     // allreduce: tree up to here, ring above
+  size_t tree_max_bytes = 256 * 1024;    // allreduce: tree up to here, ring above (measured, bench/compare.sh)
   size_t segment_bytes = 1 << 20;        // ring pipelining segment
 };
 
@@ -60,7 +60,11 @@ struct CommOptions {
   Algo algo = Algo::automatic;
   Millis timeout{std::chrono::seconds(300)};
   AlgoThresholds thresholds;
-  // Defaults from COMM_ALGO, COMM_TIMEOUT_S, COMM_TREE_MAX_BYTES, COMM_SEGMENT_BYTES.
+  // Compare a fingerprint of every collective across ranks before running it
+  // (comm/collective_fingerprint.h): a mismatch becomes MismatchError, not a hang.
+  bool debug_collectives = false;
+  // Defaults from COMM_ALGO, COMM_TIMEOUT_S, COMM_TREE_MAX_BYTES, COMM_SEGMENT_BYTES,
+  // COMM_DEBUG_COLLECTIVES.
   static CommOptions from_env();
 };
 
@@ -80,6 +84,11 @@ class Communicator {
   virtual std::string backend_name() const = 0;
   const CommOptions& options() const { return options_; }
   Millis timeout() const { return options_.timeout; }
+  // How long a caller waits on a Work by default: the timeout plus kWaitGrace. The
+  // backend's own waits end at the timeout and name the peer and the op's sequence
+  // number; the grace lets that precise error, not a bare "timed out", reach the caller.
+  static constexpr Millis kWaitGrace{1000};
+  Millis wait_timeout() const { return options_.timeout + kWaitGrace; }
   void set_algo(Algo a) { options_.algo = a; }
   void set_timeout(Millis t) { options_.timeout = t; }
   // Error context for messages: rank, world, backend, op, peer, seq.
@@ -88,8 +97,8 @@ class Communicator {
   // ---- point-to-point ----
   WorkPtr isend(const Buffer& buf, int peer, int64_t tag);
   WorkPtr irecv(const Buffer& buf, int peer, int64_t tag);
-  void send(const Buffer& buf, int peer, int64_t tag) { isend(buf, peer, tag)->wait(timeout()); }
-  void recv(const Buffer& buf, int peer, int64_t tag) { irecv(buf, peer, tag)->wait(timeout()); }
+  void send(const Buffer& buf, int peer, int64_t tag) { isend(buf, peer, tag)->wait(); }
+  void recv(const Buffer& buf, int peer, int64_t tag) { irecv(buf, peer, tag)->wait(); }
 
   // ---- collectives ----
   WorkPtr allreduce_async(const Buffer& send, const Buffer& recv, ReduceOp op);
@@ -102,16 +111,16 @@ class Communicator {
   WorkPtr alltoall_async(const Buffer& send, const Buffer& recv);
   WorkPtr barrier_async();
 
-  void allreduce(const Buffer& send, const Buffer& recv, ReduceOp op) { allreduce_async(send, recv, op)->wait(timeout()); }
+  void allreduce(const Buffer& send, const Buffer& recv, ReduceOp op) { allreduce_async(send, recv, op)->wait(); }
   void allreduce(const Buffer& buf, ReduceOp op) { allreduce(buf, buf, op); }
-  void reduce(const Buffer& send, const Buffer& recv, ReduceOp op, int root) { reduce_async(send, recv, op, root)->wait(timeout()); }
-  void broadcast(const Buffer& buf, int root) { broadcast_async(buf, root)->wait(timeout()); }
-  void reduce_scatter(const Buffer& send, const Buffer& recv, ReduceOp op) { reduce_scatter_async(send, recv, op)->wait(timeout()); }
-  void allgather(const Buffer& send, const Buffer& recv) { allgather_async(send, recv)->wait(timeout()); }
-  void gather(const Buffer& send, const Buffer& recv, int root) { gather_async(send, recv, root)->wait(timeout()); }
-  void scatter(const Buffer& send, const Buffer& recv, int root) { scatter_async(send, recv, root)->wait(timeout()); }
-  void alltoall(const Buffer& send, const Buffer& recv) { alltoall_async(send, recv)->wait(timeout()); }
-  void barrier() { barrier_async()->wait(timeout()); }
+  void reduce(const Buffer& send, const Buffer& recv, ReduceOp op, int root) { reduce_async(send, recv, op, root)->wait(); }
+  void broadcast(const Buffer& buf, int root) { broadcast_async(buf, root)->wait(); }
+  void reduce_scatter(const Buffer& send, const Buffer& recv, ReduceOp op) { reduce_scatter_async(send, recv, op)->wait(); }
+  void allgather(const Buffer& send, const Buffer& recv) { allgather_async(send, recv)->wait(); }
+  void gather(const Buffer& send, const Buffer& recv, int root) { gather_async(send, recv, root)->wait(); }
+  void scatter(const Buffer& send, const Buffer& recv, int root) { scatter_async(send, recv, root)->wait(); }
+  void alltoall(const Buffer& send, const Buffer& recv) { alltoall_async(send, recv)->wait(); }
+  void barrier() { barrier_async()->wait(); }
 
   // Byte-string helpers for the all_gather_object use case (sizes may differ per rank).
   std::vector<std::string> allgather_bytes(const std::string& mine);

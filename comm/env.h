@@ -35,5 +35,7 @@ inline constexpr const char* kTcpIfname = "COMM_TCP_IFNAME";
 inline constexpr const char* kTcpAddr = "COMM_TCP_ADDR";
 inline constexpr const char* kTcpFamily = "COMM_TCP_FAMILY";
 inline constexpr const char* kMaxFrameBytes = "COMM_MAX_FRAME_BYTES";
+inline constexpr const char* kJobToken = "COMM_JOB_TOKEN";
+inline constexpr const char* kDebugCollectives = "COMM_DEBUG_COLLECTIVES";
 
 }  // namespace dpt::env

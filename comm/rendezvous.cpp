@@ -12,6 +12,7 @@ using Clock = std::chrono::steady_clock;
 // Waiting happens in slices so a duplicate rank or a world-size disagreement seen by
 // another process is reported within a slice, not only at the full timeout.
 static constexpr Millis kSlice{250};
+static constexpr Millis kServerGrace{1500};
 
 std::string format_rank_list(const std::vector<int>& ranks) {
   std::string s = "[";
@@ -59,7 +60,9 @@ void rendezvous(Store& store, const std::string& prefix, int rank, int world, Mi
   std::vector<std::string> keys;
   for (int r = 0; r < world; ++r) keys.push_back(rank_key(r));
   const auto start = Clock::now();
-  const auto deadline = start + timeout;
+  // Rank 0 serves the TCP store, and its exit takes the store away: it waits a little
+  // longer than the others so that they can still read who is missing and say so.
+  const auto deadline = start + timeout + (rank == 0 && world > 1 ? kServerGrace : Millis(0));
   for (;;) {
     check_world();
     auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());

@@ -1,13 +1,15 @@
 #pragma once
 // The TCP key-value store used for rendezvous: rank 0 runs a TcpStoreServer at
 // MASTER_ADDR:MASTER_PORT, every rank talks to it through a TcpStoreClient.
-// The wire protocol is in comm/tcp_store_protocol.h.
+// The wire protocol is in comm/tcp_store_protocol.h. Every connection first proves it
+// knows the job token (comm/job_token.h); both ends must be given the same token.
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "comm/error.h"
+#include "comm/job_token.h"
 #include "comm/socket.h"
 #include "comm/store.h"
 
@@ -18,8 +20,9 @@ namespace dpt {
 // one slow client never blocks another. Stops and joins on destruction.
 class TcpStoreServer {
  public:
-  // Binds host:port (port 0 = ephemeral; see port()). Throws net::SocketError.
-  TcpStoreServer(const std::string& host, int port);
+  // Binds host:port only (port 0 = ephemeral; see port()). Throws net::SocketError.
+  // Clients must prove knowledge of `token` before any request is read.
+  TcpStoreServer(const std::string& host, int port, std::string token = job_token_from_env());
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -42,7 +45,8 @@ class TcpStoreServer {
 class TcpStoreClient : public Store {
  public:
   // `timeout` bounds connecting and every non-waiting call; `ctx` prefixes errors.
-  TcpStoreClient(std::string host, int port, Millis timeout, ErrorContext ctx = {});
+  TcpStoreClient(std::string host, int port, Millis timeout, ErrorContext ctx = {},
+                 std::string token = job_token_from_env());
   ~TcpStoreClient() override;
 
   void set(const std::string& key, const std::string& value) override;
@@ -61,14 +65,19 @@ class TcpStoreClient : public Store {
   std::string call(const std::string& op, const std::string& body, Millis server_wait, bool retry);
   std::string call_once(const std::string& body, net::Clock::time_point deadline);
   void ensure_connected();
+  // The auth handshake on a fresh connection; throws PeerError when the server's proof
+  // is wrong (another job's store, or a different COMM_JOB_TOKEN).
+  void authenticate(net::Clock::time_point deadline);
   ErrorContext ctx(const std::string& op) const;
 
   std::string host_;
   int port_;
+  std::string token_;
   Millis timeout_;
   ErrorContext ctx_;
   mutable std::mutex mu_;
   net::Socket sock_;
+  bool ever_connected_ = false;  // guarded by mu_
 };
 
 }  // namespace dpt

@@ -33,8 +33,8 @@ void check_key(const std::string& key) {
 }
 }  // namespace
 
-TcpStoreClient::TcpStoreClient(std::string host, int port, Millis timeout, ErrorContext ctx)
-    : host_(std::move(host)), port_(port), timeout_(timeout), ctx_(std::move(ctx)) {}
+TcpStoreClient::TcpStoreClient(std::string host, int port, Millis timeout, ErrorContext ctx, std::string token)
+    : host_(std::move(host)), port_(port), token_(std::move(token)), timeout_(timeout), ctx_(std::move(ctx)) {}
 
 TcpStoreClient::~TcpStoreClient() = default;
 
@@ -56,7 +56,39 @@ ErrorContext TcpStoreClient::ctx(const std::string& op) const {
 
 void TcpStoreClient::ensure_connected() {
   if (sock_.valid()) return;
-  sock_ = net::connect_with_retry(host_, port_, Clock::now() + timeout_);
+  // The first connect waits out a server that is still starting; a reconnect after a
+  // dropped connection does not: rank 0's server is gone for good when it refuses, and
+  // waiting the whole rendezvous timeout would only hide that.
+  const auto deadline = Clock::now() + (ever_connected_ ? std::min(timeout_, Millis(1000)) : timeout_);
+  sock_ = net::connect_with_retry(host_, port_, deadline);
+  try {
+    authenticate(deadline);
+    ever_connected_ = true;
+  } catch (...) {
+    sock_.close();
+    throw;
+  }
+}
+
+void TcpStoreClient::authenticate(Clock::time_point deadline) {
+  const std::string what = "store server " + address();
+  std::string hello;
+  wire::put_u32(hello, kAuthMagic);
+  wire::put_u32(hello, kAuthVersion);
+  crypto::Nonce nonce = crypto::random_nonce();
+  hello.append(reinterpret_cast<const char*>(nonce.data()), nonce.size());
+  net::send_all(sock_.fd(), hello.data(), hello.size(), deadline, what);
+  char challenge[kAuthChallengeBytes];
+  net::recv_all(sock_.fd(), challenge, sizeof challenge, deadline, what);
+  if (wire::load_u32(challenge) != kAuthMagic || wire::load_u32(challenge + 4) != kAuthVersion)
+    throw net::SocketError("malformed handshake from " + what + " (is that port really a dpt store?)");
+  const std::string transcript = hello + std::string(challenge, kAuthHelloBytes);
+  if (!check_handshake_proof(token_, kServerProofLabel, transcript,
+                             reinterpret_cast<const unsigned char*>(challenge + kAuthHelloBytes)))
+    throw net::SocketError(what + " failed the job token check: it belongs to another job, or was given a "
+                           "different COMM_JOB_TOKEN");
+  crypto::Mac proof = handshake_proof(token_, kClientProofLabel, transcript);
+  net::send_all(sock_.fd(), proof.data(), proof.size(), deadline, what);
 }
 
 std::string TcpStoreClient::call_once(const std::string& body, Clock::time_point deadline) {

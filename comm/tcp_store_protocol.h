@@ -5,6 +5,14 @@
 //   message - one request (client -> server) or one reply (server -> client).
 //   header  - 8 bytes in front of every message: u32 magic "DPTS", u32 body length.
 //   body    - the command byte and its fields; strings are u32 length + bytes.
+//   auth    - the handshake every connection completes before its first message
+//             (comm/job_token.h defines token, transcript and proof):
+//               client -> server  u32 magic "DPTA" | u32 kAuthVersion | client nonce[32]
+//               server -> client  u32 magic "DPTA" | u32 kAuthVersion | server nonce[32]
+//                                 | proof("dpt-store-server", client hello || server nonces)
+//               client -> server  proof("dpt-store-client", same transcript)
+//             Each side checks the other's proof (constant time) before trusting it; the
+//             server reads nothing but these bytes until the client's proof is right.
 // The server checks the magic and the length bound as soon as the 8 header bytes are in,
 // before buffering any body: an HTTP request, random bytes or a huge length closes that
 // connection at once and changes no state.
@@ -26,6 +34,14 @@ inline constexpr uint32_t kMaxValueBytes = 16u << 20;
 inline constexpr uint32_t kMaxKeys = 65536;
 inline constexpr uint32_t kMaxBodyBytes = kMaxValueBytes + 2 * kMaxKeyBytes + 64;
 // Keys a wait may name is bounded by kMaxKeys and by the body size together.
+
+inline constexpr uint32_t kAuthMagic = 0x41545044;  // "DPTA"
+inline constexpr uint32_t kAuthVersion = 1;
+inline constexpr uint32_t kAuthHelloBytes = 8 + 32;          // magic, version, nonce
+inline constexpr uint32_t kAuthChallengeBytes = 8 + 32 + 32;  // magic, version, nonce, proof
+inline constexpr uint32_t kAuthProofBytes = 32;
+inline constexpr const char* kServerProofLabel = "dpt-store-server";
+inline constexpr const char* kClientProofLabel = "dpt-store-client";
 
 enum Cmd : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5 };
 enum Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };

@@ -5,6 +5,11 @@
 //   waiter  - a parked get/wait request: its keys, the index of the first key still
 //             missing, and a deadline. A waiter is filed under its first missing key
 //             ("watchers"), so setting a key only looks at the waiters that need it.
+//   auth    - a client's handshake stage (tcp_store_protocol.h): hello expected, proof
+//             expected, or done. Until done, only handshake bytes are read, at most
+//             kMaxUnauthBytes are buffered, and kAuthTimeout bounds the whole exchange, so
+//             a scanner or a stray client costs one slot for a few seconds and changes
+//             no key.
 // A client with a parked request is not read from until the request is answered: one
 // request at a time per connection keeps replies in order.
 #include <fcntl.h>
@@ -17,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "comm/job_token.h"
 #include "comm/log.h"
 #include "comm/tcp_store.h"
 #include "comm/tcp_store_protocol.h"
@@ -32,6 +38,9 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kMaxOutBytes = 64u << 20;  // a client that never reads its replies is dropped
 constexpr size_t kMaxClients = 4096;
+constexpr auto kAuthTimeout = std::chrono::seconds(10);
+
+enum class Auth { hello, proof, done };
 
 struct Client {
   net::Socket sock;
@@ -40,6 +49,9 @@ struct Client {
   std::string out;
   size_t out_pos = 0;
   bool parked = false;  // has a waiter; do not parse more requests
+  Auth auth = Auth::hello;
+  std::string transcript;   // client hello || server challenge (without its proof)
+  Clock::time_point since;  // accepted at
 };
 
 struct Waiter {
@@ -66,6 +78,7 @@ struct TcpStoreServer::Impl {
   std::atomic<bool> stop{false};
   std::atomic<int64_t> rejected{0};
   std::atomic<int64_t> key_count{0};
+  std::string token;
 
   std::unordered_map<std::string, std::string> data;
   std::map<uint64_t, Client> clients;
@@ -80,6 +93,8 @@ struct TcpStoreServer::Impl {
   bool read_client(uint64_t id, Client& c);   // false: drop the client
   bool write_client(Client& c);               // false: drop the client
   bool parse_requests(uint64_t id, Client& c);
+  bool authenticate(Client& c);  // false: drop the client
+  void drop_unauthenticated();
   void handle(uint64_t id, Client& c, const std::string& body);
   void send_reply(Client& c, const std::string& body) { c.out += reply_header(body); }
   void park(uint64_t id, Client& c, Cmd cmd, std::vector<std::string> keys, uint32_t timeout_ms);
@@ -93,7 +108,9 @@ struct TcpStoreServer::Impl {
   int poll_timeout_ms() const;
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port) : impl_(std::make_unique<Impl>()) {
+TcpStoreServer::TcpStoreServer(const std::string& host, int port, std::string token)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->token = std::move(token);
   impl_->listener = net::listen_on(host, port);
   net::set_nonblocking(impl_->listener.sock.fd(), true);
   int fds[2];
@@ -168,6 +185,7 @@ void TcpStoreServer::Impl::run() {
       }
     }
     expire_waiters();
+    drop_unauthenticated();
     pump();
     // Replies produced for other clients (a set waking waiters) are flushed eagerly.
     for (auto it = clients.begin(); it != clients.end();) {
@@ -199,6 +217,7 @@ void TcpStoreServer::Impl::accept_clients() {
     Client c;
     c.sock = std::move(s);
     c.peer = peer.str();
+    c.since = Clock::now();
     clients.emplace(next_client++, std::move(c));
   }
 }
@@ -238,7 +257,62 @@ bool TcpStoreServer::Impl::write_client(Client& c) {
   return c.out.size() - c.out_pos <= kMaxOutBytes;
 }
 
+bool TcpStoreServer::Impl::authenticate(Client& c) {
+  auto reject = [&](const char* why) {
+    ++rejected;
+    log::warn("store server: closing connection from {}: {}", c.peer, why);
+    return false;
+  };
+  if (c.auth == Auth::hello) {
+    // Garbage (an HTTP request, random bytes) is recognized by its first 4 bytes.
+    if (c.in.size() >= 4 && wire::load_u32(c.in.data()) != kAuthMagic)
+      return reject("not a dpt store client (bad handshake magic)");
+    if (c.in.size() < kAuthHelloBytes) return true;
+    if (wire::load_u32(c.in.data() + 4) != kAuthVersion) return reject("unsupported handshake version");
+    c.transcript = c.in.substr(0, kAuthHelloBytes);
+    c.in.erase(0, kAuthHelloBytes);
+    crypto::Nonce nonce = crypto::random_nonce();
+    std::string challenge;
+    wire::put_u32(challenge, kAuthMagic);
+    wire::put_u32(challenge, kAuthVersion);
+    challenge.append(reinterpret_cast<const char*>(nonce.data()), nonce.size());
+    c.transcript += challenge;
+    crypto::Mac proof = handshake_proof(token, kServerProofLabel, c.transcript);
+    c.out.append(challenge);
+    c.out.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+    c.auth = Auth::proof;
+  }
+  if (c.auth == Auth::proof) {
+    if (c.in.size() < kAuthProofBytes) return true;
+    if (!check_handshake_proof(token, kClientProofLabel, c.transcript,
+                               reinterpret_cast<const unsigned char*>(c.in.data())))
+      return reject("failed the job token check (a process of another job, or a different COMM_JOB_TOKEN)");
+    c.in.erase(0, kAuthProofBytes);
+    c.transcript.clear();
+    c.auth = Auth::done;
+  }
+  return true;
+}
+
+void TcpStoreServer::Impl::drop_unauthenticated() {
+  auto now = Clock::now();
+  for (auto it = clients.begin(); it != clients.end();) {
+    auto next = std::next(it);
+    if (it->second.auth != Auth::done && now - it->second.since > kAuthTimeout) {
+      ++rejected;
+      log::warn("store server: closing connection from {}: no handshake within {} s", it->second.peer,
+                kAuthTimeout.count());
+      drop_client(it->first);
+    }
+    it = next;
+  }
+}
+
 bool TcpStoreServer::Impl::parse_requests(uint64_t id, Client& c) {
+  if (c.auth != Auth::done) {
+    if (!authenticate(c)) return false;
+    if (c.auth != Auth::done) return true;
+  }
   size_t pos = 0;
   while (!c.parked && c.in.size() - pos >= kHeaderBytes) {
     uint32_t magic = wire::load_u32(c.in.data() + pos);

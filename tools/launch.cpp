@@ -3,7 +3,8 @@
 //   build/bin/launch -n 4 [--master-port P] [--grace-s S] prog args...
 //
 // Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-// (a free port unless given). Every line a rank prints is prefixed "[rank r] " (stdout
+// (a free port unless given), and COMM_JOB_TOKEN: the caller's, or a fresh random secret
+// when unset, so the job's connections are authenticated (comm/job_token.h). Every line a rank prints is prefixed "[rank r] " (stdout
 // to stdout, stderr to stderr, whole lines only, so ranks never interleave mid-line).
 // When a rank fails (non-zero exit or a signal) the others get SIGTERM, then SIGKILL
 // after the grace period; launch says which rank died and how, and exits non-zero:
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "comm/env.h"
+#include "comm/job_token.h"
 
 namespace {
 
@@ -256,6 +258,14 @@ int main(int argc, char** argv) {
   Options o;
   int exit_code = 2;
   if (!parse(argc, argv, o, exit_code)) return exit_code;
+  try {
+    // Set in our own environment before any fork, so every rank inherits the same one.
+    if (dpt::job_token_from_env().empty())
+      ::setenv(dpt::env::kJobToken, dpt::generate_job_token().c_str(), 1);
+  } catch (const std::exception& e) {
+    say(e.what());
+    return 2;
+  }
   if (o.master_port == 0) o.master_port = free_port();
   if (o.master_port == 0) {
     say("could not find a free port on 127.0.0.1; pass --master-port");

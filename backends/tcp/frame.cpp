@@ -1,5 +1,7 @@
 #include "backends/tcp/frame.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "comm/wire.h"
@@ -9,6 +11,7 @@ namespace dpt::tcp {
 // Layout (little-endian):
 //   header: u32 magic | u16 version | u16 type | i64 tag | u64 length
 //   hello:  u32 magic | u16 version | u16 kind | i32 rank | i32 world | u64 job | u64 comm
+//           | u8[32] nonce
 static void put_u16(unsigned char* p, uint16_t v) {
   p[0] = static_cast<unsigned char>(v & 0xff);
   p[1] = static_cast<unsigned char>(v >> 8);
@@ -64,6 +67,7 @@ void encode_hello(const Hello& h, unsigned char out[kHelloBytes]) {
   wire::store_u32(out + 12, static_cast<uint32_t>(h.world));
   wire::store_u64(out + 16, h.job_id);
   wire::store_u64(out + 24, h.comm_id);
+  std::memcpy(out + 32, h.nonce, sizeof h.nonce);
 }
 
 Hello decode_hello(const unsigned char in[kHelloBytes]) {
@@ -81,6 +85,7 @@ Hello decode_hello(const unsigned char in[kHelloBytes]) {
   h.world = static_cast<int32_t>(wire::load_u32(in + 12));
   h.job_id = wire::load_u64(in + 16);
   h.comm_id = wire::load_u64(in + 24);
+  std::memcpy(h.nonce, in + 32, sizeof h.nonce);
   return h;
 }
 

@@ -3,10 +3,18 @@
 //
 // Terms:
 //   connection - one TCP socket between two ranks of a mesh, used in both directions.
-//   hello      - the first 32 bytes each side sends on a new connection: magic "DPTH",
+//   hello      - the first 64 bytes each side sends on a new connection: magic "DPTH",
 //                version, kind (hello from the connecting rank, ack from the accepting
-//                one), rank, world size and the job id. A connection whose hello does
-//                not match this job is closed before it touches any state.
+//                one), rank, world size, job id, communicator id and a fresh random
+//                nonce. A connection whose hello does not match this job is closed
+//                before it touches any state.
+//   proof      - 32 bytes, HMAC-SHA256 over the job token (comm/job_token.h) of a role
+//                label and the transcript hello || ack. The handshake:
+//                  connecting rank -> hello
+//                  accepting rank  -> ack, proof("dpt-mesh-ack")
+//                  connecting rank -> proof("dpt-mesh-hello")
+//                Each side checks the other's proof before it uses the connection; the
+//                accepting rank registers the peer only after the last step.
 //   frame      - every later message: a 24-byte header, then `length` payload bytes.
 //   header     - magic "DPTF", version, type, tag (int64, passed through unchanged),
 //                length (uint64). Decoded by decode_header(), which validates every
@@ -23,9 +31,12 @@ namespace dpt::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x46545044;  // "DPTF" little-endian
 inline constexpr uint32_t kHelloMagic = 0x48545044;  // "DPTH"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;  // 2: hello carries a nonce, proofs follow
 inline constexpr size_t kHeaderBytes = 24;
-inline constexpr size_t kHelloBytes = 32;
+inline constexpr size_t kHelloBytes = 64;
+inline constexpr size_t kProofBytes = 32;
+inline constexpr const char* kAckProofLabel = "dpt-mesh-ack";
+inline constexpr const char* kHelloProofLabel = "dpt-mesh-hello";
 inline constexpr uint64_t kMaxAbortReason = 4096;
 
 enum class FrameType : uint16_t { data = 1, goodbye = 2, abort = 3 };
@@ -52,6 +63,7 @@ struct Hello {
   int32_t world = -1;
   uint64_t job_id = 0;
   uint64_t comm_id = 0;  // which communicator of this job (several may meet in one store)
+  unsigned char nonce[32] = {};
 };
 
 void encode_hello(const Hello& h, unsigned char out[kHelloBytes]);

@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <atomic>
+#include <cstring>
 #include <cerrno>
 #include <exception>
 #include <random>
@@ -11,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "backends/tcp/frame.h"
+#include "comm/hmac.h"
+#include "comm/job_token.h"
 #include "comm/log.h"
 #include "comm/rendezvous.h"
 #include "comm/wire.h"
@@ -41,14 +44,19 @@ void tune(int fd) {
   net::set_keepalive(fd);
 }
 
-// A not yet authenticated incoming connection: bytes of its hello so far.
+// A not yet authenticated incoming connection: its hello, then (once our ack and proof
+// are sent) the connecting rank's proof.
 struct Pending {
   net::Socket sock;
   std::string from;
-  unsigned char hello[kHelloBytes];
+  unsigned char in[kHelloBytes + kProofBytes];
   size_t got = 0;
+  int rank = -1;           // claimed in its hello (trusted only after the proof)
+  std::string transcript;  // hello || ack, once the ack is sent
   Clock::time_point since;
 };
+
+std::string bytes(const unsigned char* p, size_t n) { return std::string(reinterpret_cast<const char*>(p), n); }
 
 // Accepts until every lower rank has connected with a valid hello. Runs on its own
 // thread while this rank connects to the higher ones.
@@ -85,41 +93,59 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
           continue;  // too many unauthenticated connections: drop the newest
         }
         net::set_nonblocking(s.fd(), true);
-        pending.push_back(Pending{std::move(s), from.str(), {}, 0, Clock::now()});
+        Pending p;
+        p.sock = std::move(s);
+        p.from = from.str();
+        p.since = Clock::now();
+        pending.push_back(std::move(p));
       }
     }
     for (size_t i = 0; i < pending.size() && rc > 0; ++i) {
       Pending& p = pending[i];
       if (i + 1 >= fds.size() || !fds[i + 1].revents || !p.sock.valid()) continue;
-      ssize_t r = ::recv(p.sock.fd(), p.hello + p.got, kHelloBytes - p.got, 0);
+      const size_t want = p.transcript.empty() ? kHelloBytes : kHelloBytes + kProofBytes;
+      ssize_t r = ::recv(p.sock.fd(), p.in + p.got, want - p.got, 0);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) {
-        reject(p, "closed before completing the hello");
+        reject(p, "closed before completing the handshake");
         continue;
       }
       if (r < 0) continue;
       p.got += static_cast<size_t>(r);
-      if (p.got < kHelloBytes) {
+      if (p.got < want) {
         // Reject garbage as soon as its first bytes show it is not a hello.
-        if (p.got >= 4 && wire::load_u32(p.hello) != kHelloMagic) reject(p, "not a dpt hello (bad magic)");
+        if (p.got >= 4 && wire::load_u32(p.in) != kHelloMagic) reject(p, "not a dpt hello (bad magic)");
         continue;
       }
       try {
-        Hello h = decode_hello(p.hello);
-        if (h.kind != HelloKind::hello) throw FrameError("expected a hello, got an ack");
-        if (h.job_id != job_id || h.comm_id != cfg.comm_id)
-          throw FrameError("hello from a different job or communicator (stale process of an earlier run?)");
-        if (h.world != cfg.world)
-          throw FrameError(fmt::format("peer has world size {}, this rank {}", h.world, cfg.world));
-        if (h.rank < 0 || h.rank >= cfg.rank)
-          throw FrameError(fmt::format("rank {} may not connect to rank {} (only lower ranks connect)", h.rank, cfg.rank));
-        if (mesh.peers[h.rank].valid()) throw FrameError(fmt::format("rank {} connected twice", h.rank));
-        Hello ack{HelloKind::ack, cfg.rank, cfg.world, job_id, cfg.comm_id};
-        unsigned char buf[kHelloBytes];
-        encode_hello(ack, buf);
+        if (p.transcript.empty()) {
+          // Step 1: a hello that fits this job; answer with our ack and proof.
+          Hello h = decode_hello(p.in);
+          if (h.kind != HelloKind::hello) throw FrameError("expected a hello, got an ack");
+          if (h.job_id != job_id || h.comm_id != cfg.comm_id)
+            throw FrameError("hello from a different job or communicator (stale process of an earlier run?)");
+          if (h.world != cfg.world)
+            throw FrameError(fmt::format("peer has world size {}, this rank {}", h.world, cfg.world));
+          if (h.rank < 0 || h.rank >= cfg.rank)
+            throw FrameError(fmt::format("rank {} may not connect to rank {} (only lower ranks connect)", h.rank, cfg.rank));
+          if (mesh.peers[h.rank].valid()) throw FrameError(fmt::format("rank {} connected twice", h.rank));
+          Hello ack{HelloKind::ack, cfg.rank, cfg.world, job_id, cfg.comm_id};
+          crypto::random_bytes(ack.nonce, sizeof ack.nonce);
+          unsigned char buf[kHelloBytes + kProofBytes];
+          encode_hello(ack, buf);
+          p.transcript = bytes(p.in, kHelloBytes) + bytes(buf, kHelloBytes);
+          crypto::Mac proof = handshake_proof(cfg.token, kAckProofLabel, p.transcript);
+          std::memcpy(buf + kHelloBytes, proof.data(), kProofBytes);
+          net::send_all(p.sock.fd(), buf, sizeof buf, deadline, p.from);
+          p.rank = h.rank;
+          continue;
+        }
+        // Step 3: the connecting rank's proof; only now does the connection count.
+        if (!check_handshake_proof(cfg.token, kHelloProofLabel, p.transcript, p.in + kHelloBytes))
+          throw FrameError("failed the job token check (another job, or a different COMM_JOB_TOKEN)");
+        if (mesh.peers[p.rank].valid()) throw FrameError(fmt::format("rank {} connected twice", p.rank));
         net::set_nonblocking(p.sock.fd(), false);
-        net::send_all(p.sock.fd(), buf, sizeof buf, deadline, "rank " + std::to_string(h.rank));
         tune(p.sock.fd());
-        mesh.peers[h.rank] = std::move(p.sock);
+        mesh.peers[p.rank] = std::move(p.sock);
         --expected;
       } catch (const FrameError& e) {
         reject(p, e.what());
@@ -147,15 +173,23 @@ void connect_higher_ranks(Store& store, const MeshConfig& cfg, uint64_t job_id, 
     try {
       s = net::connect_with_retry(addr[0], std::stoi(addr[1]), deadline, cfg.family);
       Hello hello{HelloKind::hello, cfg.rank, cfg.world, job_id, cfg.comm_id};
-      unsigned char buf[kHelloBytes];
-      encode_hello(hello, buf);
-      net::send_all(s.fd(), buf, sizeof buf, deadline, what);
-      net::recv_all(s.fd(), buf, sizeof buf, deadline, what);
-      Hello ack = decode_hello(buf);
+      crypto::random_bytes(hello.nonce, sizeof hello.nonce);
+      unsigned char out[kHelloBytes];
+      encode_hello(hello, out);
+      net::send_all(s.fd(), out, sizeof out, deadline, what);
+      unsigned char in[kHelloBytes + kProofBytes];
+      net::recv_all(s.fd(), in, sizeof in, deadline, what);
+      Hello ack = decode_hello(in);
       if (ack.kind != HelloKind::ack || ack.rank != peer || ack.world != cfg.world || ack.job_id != job_id ||
           ack.comm_id != cfg.comm_id)
         throw FrameError("its reply does not match (rank " + std::to_string(ack.rank) + ", world " +
                          std::to_string(ack.world) + "): a process of another job on that port?");
+      const std::string transcript = bytes(out, kHelloBytes) + bytes(in, kHelloBytes);
+      if (!check_handshake_proof(cfg.token, kAckProofLabel, transcript, in + kHelloBytes))
+        throw FrameError("it failed the job token check (a process of another job on that port, or a different "
+                         "COMM_JOB_TOKEN)");
+      crypto::Mac proof = handshake_proof(cfg.token, kHelloProofLabel, transcript);
+      net::send_all(s.fd(), proof.data(), proof.size(), deadline, what);
     } catch (const net::SocketTimeout& e) {
       ErrorContext c = cfg.ctx;
       c.peer = peer;

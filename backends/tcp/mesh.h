@@ -8,9 +8,12 @@
 //   prefix   - the store namespace of one communicator: "<prefix>/addr/<r>" holds rank
 //              r's listening address ("host port"), "<prefix>/job" the job id rank 0
 //              drew at random; both are checked in the hello exchange (frame.h).
-// The listener lives only while the mesh is built; connections that do not present a
-// valid hello (port scanners, stray clients, garbage) are closed and logged, and do not
-// disturb the ranks that are still connecting.
+//   token    - the job's secret; each connection proves both ways that its ends know
+//              it (frame.h: hello, ack, proofs) before it joins the mesh.
+// The listener is bound to listen_host only and lives only while the mesh is built;
+// connections that do not complete the handshake (port scanners, stray clients,
+// garbage, another job) are closed and logged, and do not disturb the ranks that are
+// still connecting.
 #include <string>
 #include <vector>
 
@@ -27,6 +30,7 @@ struct MeshConfig {
   net::Family family = net::Family::any;
   std::string prefix;          // store namespace of this communicator
   uint64_t comm_id = 0;
+  std::string token;           // job token (comm/job_token.h); never logged
   Millis timeout{120000};      // rendezvous and connection deadline
   ErrorContext ctx;            // rank/backend for error messages
 };

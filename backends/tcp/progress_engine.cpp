@@ -12,6 +12,7 @@
 #include "backends/tcp/progress_engine.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -87,6 +88,10 @@ struct Peer {
   size_t stage_begin = 0, stage_end = 0;
   std::unordered_map<int64_t, std::deque<OpPtr>> posted;
   std::unordered_map<int64_t, std::deque<UnexpPtr>> unexpected;
+  // shared memory (null: the socket carries the frames)
+  ShmChannel* shm = nullptr;
+  bool eof_seen = false;  // shm peer: its socket closed; acted on once the ring is drained
+  std::string eof_detail;
 };
 
 }  // namespace
@@ -94,6 +99,10 @@ struct Peer {
 struct ProgressEngine::Impl {
   EngineConfig cfg;
   std::vector<Peer> peers;
+  std::vector<ShmChannelPtr> channels;
+  bool any_shm = false;
+  bool shm_progress = false;  // bytes moved through a ring in this loop turn
+  Clock::time_point spin_until;
   int wake_fd = -1;
   std::thread thread;
 
@@ -102,6 +111,9 @@ struct ProgressEngine::Impl {
   std::condition_variable cv;
   std::vector<OpPtr> inbox;
   std::atomic<bool> wake_pending{false};
+  // False while the engine spins (it looks at the inbox every turn anyway), so posters
+  // skip the eventfd write. Set before the inbox is checked one last time (Dekker).
+  std::atomic<bool> may_block{true};
   bool abort_requested = false;
   std::string abort_reason;
   bool abort_handled = false;
@@ -144,6 +156,12 @@ struct ProgressEngine::Impl {
   void resume_paused();
   void close_peer(Peer& p);
   bool has_pending_ops() const;
+  bool shm_ops_pending() const;
+  // ---- shared memory ----
+  void ring_doorbell(Peer& p);
+  void drain_doorbells(Peer& p);
+  void check_shm_eof(Peer& p);
+  int arm_sleep(int timeout_ms);
 
   // ---- errors ----
   ErrorContext ctx(const Op& op) const { return cfg.context(op.is_send ? "send" : "recv", op.peer); }
@@ -203,6 +221,7 @@ WorkPtr ProgressEngine::Impl::post(bool is_send, const Buffer& buf, int peer, in
 }
 
 void ProgressEngine::Impl::wake() {
+  if (!may_block.load(std::memory_order_seq_cst)) return;  // spinning: it will look
   if (wake_pending.exchange(true)) return;  // already rung and not yet answered
   uint64_t one = 1;
   ssize_t ignored = ::write(wake_fd, &one, sizeof one);
@@ -218,8 +237,15 @@ void ProgressEngine::Impl::run() {
   auto next_expiry = Clock::now() + kExpiryCheck;
   for (;;) {
     take_inbox();
+    shm_progress = false;
     for (Peer& p : peers)
       if (p.sock.valid() && !p.sendq.empty()) flush(p);
+    if (any_shm)
+      for (Peer& p : peers) {
+        if (!p.shm || !p.sock.valid()) continue;
+        if (!p.paused && !p.closing && !p.shm->in().empty()) read_peer(p);
+        if (p.eof_seen) check_shm_eof(p);
+      }
     auto now = Clock::now();
     if (shutting_down || failed) {
       // Close connections whose control frames are out (or that ran out of time).
@@ -240,13 +266,40 @@ void ProgressEngine::Impl::run() {
     for (Peer& p : peers) {
       if (!p.sock.valid()) continue;
       short ev = 0;
-      if (!p.paused && !p.closing) ev |= POLLIN;
-      if (!p.sendq.empty()) ev |= POLLOUT;
+      if (p.shm) {
+        if (p.eof_seen) continue;
+        ev = POLLIN;  // doorbells and the close; frames come through the ring
+      } else {
+        if (!p.paused && !p.closing) ev |= POLLIN;
+        if (!p.sendq.empty()) ev |= POLLOUT;
+      }
       fds.push_back({p.sock.fd(), ev, 0});
       fd_peer.push_back(p.rank);
     }
     int timeout_ms = (shutting_down || failed) ? 10 : has_pending_ops() ? static_cast<int>(kExpiryCheck.count()) : 1000;
+    bool armed = false;
+    if (any_shm) {
+      if (shm_progress) spin_until = now + cfg.shm_spin;
+      // Spin only while an op waits on a ring: with few cores, a spinning engine takes
+      // the CPU from the threads that would produce the next message.
+      if (now < spin_until && shm_ops_pending()) {
+        timeout_ms = 0;
+        if (!shm_progress) sched_yield();
+      } else {
+        timeout_ms = arm_sleep(timeout_ms);
+        armed = true;
+      }
+    }
     int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (armed) {
+      for (Peer& p : peers)
+        if (p.shm) {
+          p.shm->in().disarm();
+          p.shm->out().disarm_producer();
+        }
+      may_block.store(false, std::memory_order_relaxed);
+      spin_until = Clock::now() + cfg.shm_spin;  // whatever woke us likely has a follow-up
+    }
     if (rc < 0 && errno != EINTR) {
       log::error("tcp engine: poll failed: {}", net::errno_string(errno));
       fail_communicator("internal error: poll failed: " + net::errno_string(errno), false, -1);
@@ -261,6 +314,12 @@ void ProgressEngine::Impl::run() {
         Peer& p = peers[static_cast<size_t>(fd_peer[i - 1])];
         short re = fds[i].revents;
         if (!re || !p.sock.valid()) continue;
+        if (p.shm) {
+          drain_doorbells(p);
+          if (!p.paused && !p.closing) read_peer(p);
+          if (p.eof_seen) check_shm_eof(p);
+          continue;
+        }
         if ((re & (POLLIN | POLLHUP | POLLERR)) && !p.closing) {
           if (!read_peer(p)) continue;
         }
@@ -293,6 +352,12 @@ void ProgressEngine::Impl::run() {
   }
   for (auto& op : late) fail_with_failure(op);
   cv.notify_all();
+}
+
+bool ProgressEngine::Impl::shm_ops_pending() const {
+  for (const Peer& p : peers)
+    if (p.shm && p.sock.valid() && (!p.sendq.empty() || !p.posted.empty() || p.cur_recv)) return true;
+  return false;
 }
 
 bool ProgressEngine::Impl::has_pending_ops() const {
@@ -332,6 +397,7 @@ void ProgressEngine::Impl::take_inbox() {
 
 void ProgressEngine::Impl::route(const OpPtr& op) {
   Peer& p = peers[static_cast<size_t>(op->peer)];
+  if (p.shm) shm_progress = true;  // a new op on a ring: its answer comes soon
   if (failed) return fail_with_failure(op);
   if (op->is_send) {
     if (p.state != PeerState::open || p.goodbye_queued || !p.sock.valid()) return fail_departed(op);
@@ -391,10 +457,18 @@ bool ProgressEngine::Impl::flush(Peer& p) {
       if (op->header_sent < kHeaderBytes) iov[n++] = {op->header + op->header_sent, kHeaderBytes - op->header_sent};
       if (op->done < op->bytes) iov[n++] = {op->data + op->done, op->bytes - op->done};
     }
-    msghdr m{};
-    m.msg_iov = iov;
-    m.msg_iovlen = static_cast<size_t>(n);
-    ssize_t w = ::sendmsg(p.sock.fd(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w;
+    if (p.shm) {
+      w = static_cast<ssize_t>(p.shm->out().write(iov, n));
+      if (w == 0) return true;  // ring full: the consumer's doorbell or the spin resumes us
+      shm_progress = true;
+      if (p.shm->out().consumer_needs_wake()) ring_doorbell(p);
+    } else {
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = static_cast<size_t>(n);
+      w = ::sendmsg(p.sock.fd(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
@@ -456,12 +530,21 @@ bool ProgressEngine::Impl::read_peer(Peer& p) {
     size_t want = kStageBytes;
     bool direct = false;
     uint64_t rest = p.in_payload ? p.cur.length - p.payload_got : 0;
-    if (rest >= kDirectMinBytes && (p.cur_recv || p.cur_unexp)) {
+    // From a ring every payload goes straight to its destination: one copy, no staging.
+    if (rest >= (p.shm ? 1 : kDirectMinBytes) && (p.cur_recv || p.cur_unexp)) {
       dst = (p.cur_recv ? p.cur_recv->data : p.cur_unexp->data.get()) + p.payload_got;
       want = static_cast<size_t>(rest);
       direct = true;
     }
-    ssize_t r = ::recv(p.sock.fd(), dst, want, MSG_DONTWAIT);
+    ssize_t r;
+    if (p.shm) {
+      r = static_cast<ssize_t>(p.shm->in().read(dst, want));
+      if (r == 0) return true;  // empty; the end of the peer is seen on its socket
+      shm_progress = true;
+      if (p.shm->in().producer_needs_wake()) ring_doorbell(p);
+    } else {
+      r = ::recv(p.sock.fd(), dst, want, MSG_DONTWAIT);
+    }
     if (r > 0) {
       size_t got = static_cast<size_t>(r);
       budget = got >= budget ? 0 : budget - got;
@@ -578,6 +661,59 @@ void ProgressEngine::Impl::finish_payload(Peer& p) {
     close_peer(p);
     fail_communicator(fmt::format("rank {} failed its communicator: {}", p.rank, reason), false, p.rank);
   }
+}
+
+// =====================================================================================
+// Shared memory: doorbells, sleeping, and a peer's end
+
+void ProgressEngine::Impl::ring_doorbell(Peer& p) {
+  if (!p.sock.valid()) return;
+  // One byte; when the socket buffer is full the peer has wake-ups pending anyway, and
+  // a closed peer is noticed through its own end of the socket.
+  const char b = 1;
+  ssize_t ignored = ::send(p.sock.fd(), &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  (void)ignored;
+}
+
+void ProgressEngine::Impl::drain_doorbells(Peer& p) {
+  char buf[256];
+  for (;;) {
+    ssize_t r = ::recv(p.sock.fd(), buf, sizeof buf, MSG_DONTWAIT);
+    if (r > 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    // Closed or reset. The peer wrote everything it meant to (its goodbye included)
+    // into the ring before closing, so the ring is drained before acting on it.
+    p.eof_seen = true;
+    p.eof_detail = r == 0 ? "connection closed" : "connection failed (" + net::errno_string(errno) + ")";
+    return;
+  }
+}
+
+void ProgressEngine::Impl::check_shm_eof(Peer& p) {
+  if (!p.sock.valid()) return;
+  if (p.closing) return close_peer(p);
+  if (p.paused || !p.shm->in().empty()) return;  // frames still to read first
+  if (p.state == PeerState::departed || shutting_down) return close_peer(p);
+  const bool mid = p.in_payload || p.hdr_got > 0;
+  on_connection_lost(p, fmt::format("{} by peer rank {}{}: did it exit or crash?", p.eof_detail, p.rank,
+                                    mid ? " in the middle of a frame" : ""));
+}
+
+// Before blocking in poll(): ask every ring's other side for a doorbell, then look once
+// more; returns 0 (do not block) when something arrived meanwhile.
+int ProgressEngine::Impl::arm_sleep(int timeout_ms) {
+  may_block.store(true, std::memory_order_seq_cst);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!inbox.empty() || (abort_requested && !abort_handled) || (shutdown_requested && !shutting_down)) return 0;
+  }
+  for (Peer& p : peers) {
+    if (!p.shm || !p.sock.valid() || p.closing) continue;
+    if (!p.paused && p.shm->in().arm_consumer_sleep()) return 0;
+    if (!p.sendq.empty() && p.shm->out().arm_producer_wait()) return 0;
+  }
+  return timeout_ms;
 }
 
 // =====================================================================================
@@ -758,9 +894,12 @@ void ProgressEngine::Impl::resume_paused() {
 // =====================================================================================
 // Public face
 
-ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> sockets) : impl_(std::make_unique<Impl>()) {
+ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> sockets, std::vector<ShmChannelPtr> shm)
+    : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.cfg = std::move(cfg);
+  m.channels = std::move(shm);
+  m.channels.resize(static_cast<size_t>(m.cfg.world));
   m.peers.resize(static_cast<size_t>(m.cfg.world));
   for (int r = 0; r < m.cfg.world; ++r) {
     Peer& p = m.peers[static_cast<size_t>(r)];
@@ -768,6 +907,8 @@ ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> socket
     if (r < static_cast<int>(sockets.size()) && sockets[r].valid()) {
       p.sock = std::move(sockets[r]);
       net::set_nonblocking(p.sock.fd(), true);
+      p.shm = m.channels[static_cast<size_t>(r)].get();
+      m.any_shm |= p.shm != nullptr;
     } else if (r != m.cfg.rank) {
       p.state = PeerState::broken;
     }
@@ -818,8 +959,10 @@ void ProgressEngine::shutdown(Millis grace) {
 
 ProgressEngine::Stats ProgressEngine::stats() const {
   const Impl& m = *impl_;
+  int shm_peers = 0;
+  for (const auto& ch : m.channels) shm_peers += ch != nullptr;
   return Stats{m.frames_sent.load(), m.frames_received.load(), m.bytes_sent.load(), m.bytes_received.load(),
-               m.unexpected_frames.load(), m.unexpected_peak.load()};
+               m.unexpected_frames.load(), m.unexpected_peak.load(), shm_peers};
 }
 
 }  // namespace dpt::tcp

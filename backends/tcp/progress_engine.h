@@ -23,6 +23,13 @@
 //                 so the whole group fails within milliseconds instead of at a timeout.
 //   departed    - a peer that sent a goodbye (clean shutdown): later ops with it fail,
 //                 but nothing else is disturbed.
+//   shm peer    - a same-host peer with a shared-memory channel (shm_channel.h): its
+//                 frames travel through the channel's rings instead of the socket; the
+//                 socket then carries only doorbell bytes (wake-ups) and, by closing,
+//                 tells that the peer is gone. While rings are busy the engine spins
+//                 (poll with timeout 0, sched_yield) for EngineConfig::shm_spin after
+//                 the last byte moved while ops wait on a ring, then arms the rings'
+//                 sleep flags and blocks in poll().
 // Each op also has an engine-side deadline (the communicator's timeout): when it
 // passes, the op fails with TimeoutError and its buffer is no longer referenced.
 #include <atomic>
@@ -33,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/tcp/shm_channel.h"
 #include "comm/error.h"
 #include "comm/socket.h"
 #include "comm/types.h"
@@ -46,14 +54,18 @@ struct EngineConfig {
   uint64_t max_frame_bytes = uint64_t{1} << 30;
   uint64_t max_unexpected_bytes = uint64_t{256} << 20;
   Millis op_timeout{300000};
+  // Shared memory: how long to spin (poll without blocking) after the last byte moved
+  // through a ring while ops wait on one, before sleeping until a doorbell.
+  std::chrono::microseconds shm_spin{200};
   // Builds the error context for an op ("send"/"recv") with a peer.
   std::function<ErrorContext(const std::string& op, int peer)> context;
 };
 
 class ProgressEngine {
  public:
-  // Takes the mesh's connections (peers[rank] is empty) and starts the engine thread.
-  ProgressEngine(EngineConfig cfg, std::vector<net::Socket> peers);
+  // Takes the mesh's connections (peers[rank] is empty), and the shared-memory channels
+  // of same-host peers (null entries: TCP only), and starts the engine thread.
+  ProgressEngine(EngineConfig cfg, std::vector<net::Socket> peers, std::vector<ShmChannelPtr> shm = {});
   ~ProgressEngine();  // shutdown(grace = 5 s) if not done yet
   ProgressEngine(const ProgressEngine&) = delete;
   ProgressEngine& operator=(const ProgressEngine&) = delete;
@@ -73,6 +85,7 @@ class ProgressEngine {
   struct Stats {
     uint64_t frames_sent = 0, frames_received = 0, bytes_sent = 0, bytes_received = 0;
     uint64_t unexpected_frames = 0, unexpected_peak_bytes = 0;
+    int shm_peers = 0;
   };
   Stats stats() const;
 

@@ -14,6 +14,7 @@
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/tcp_communicator.h"
 #include "comm/env.h"
+#include "comm/job_token.h"
 #include "comm/log.h"
 #include "comm/socket.h"
 
@@ -35,6 +36,7 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
   if (rdzv_s <= 0) throw std::invalid_argument("COMM_RENDEZVOUS_TIMEOUT_S must be positive");
   const Millis rdzv_timeout(static_cast<int64_t>(rdzv_s * 1000));
   const std::string master = b.master_addr.empty() ? std::string("127.0.0.1") : b.master_addr;
+  const std::string token = b.job_token.empty() ? job_token_from_env() : b.job_token;
 
   std::shared_ptr<TcpStoreServer> server = b.server;
   if (b.world_size == 1) {
@@ -46,7 +48,7 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
     if (b.master_port <= 0)
       throw UsageError(ctx, "MASTER_PORT is not set: the other ranks cannot find rank 0's store");
     try {
-      server = std::make_shared<TcpStoreServer>(master, b.master_port);
+      server = std::make_shared<TcpStoreServer>(master, b.master_port, token);
     } catch (const net::SocketError& e) {
       throw UsageError(ctx, std::string("rank 0 cannot serve the rendezvous store: ") + e.what() +
                                 " (is MASTER_PORT in use by another job, or MASTER_ADDR not an address of this host?)");
@@ -54,7 +56,8 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
   }
   const int port = server ? server->port() : b.master_port;
   if (port <= 0) throw UsageError(ctx, "MASTER_PORT is not set");
-  auto store = std::make_unique<TcpStoreClient>(master, port, rdzv_timeout, ctx);
+  warn_if_no_job_token(token);
+  auto store = std::make_unique<TcpStoreClient>(master, port, rdzv_timeout, ctx, token);
 
   tcp::MeshConfig cfg;
   cfg.rank = b.rank;
@@ -69,13 +72,33 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
   cfg.prefix = "tcp/" + std::to_string(cfg.comm_id);
   cfg.timeout = rdzv_timeout;
   cfg.ctx = ctx;
+  cfg.token = token;
   log::set_rank(b.rank);
   tcp::Mesh mesh = tcp::build_mesh(*store, cfg);
   if (mesh.rejected_connections > 0)
     log::warn("tcp rendezvous: {} stray connection(s) were rejected", mesh.rejected_connections);
   log::debug("tcp: mesh of {} ranks ready (listening on {})", b.world_size, cfg.listen_host);
+
+  // Same-host peers: shared-memory rings next to (not instead of) their connection.
+  tcp::ShmConfig shm;
+  shm.rank = b.rank;
+  shm.world = b.world_size;
+  shm.enabled = env::get_bool(kTcpShmEnv);
+  const int64_t ring = env::get_int(kTcpShmRingBytesEnv);
+  if (ring < 4096 || (ring & (ring - 1)) != 0)
+    throw std::invalid_argument("COMM_TCP_SHM_RING_BYTES must be a power of two of at least 4096");
+  shm.ring_bytes = uint64_t(ring);
+  shm.job_id = mesh.job_id;
+  shm.comm_id = cfg.comm_id;
+  shm.prefix = cfg.prefix;
+  shm.timeout = rdzv_timeout;
+  shm.ctx = ctx;
+  std::vector<tcp::ShmChannelPtr> channels = tcp::setup_shm_channels(*store, shm);
+  int shm_peers = 0;
+  for (const auto& ch : channels) shm_peers += ch != nullptr;
+  log::debug("tcp: {} of {} peers over shared memory", shm_peers, b.world_size - 1);
   return std::make_unique<TcpCommunicator>(b.rank, b.world_size, options, std::move(mesh.peers), std::move(store),
-                                           std::move(server));
+                                           std::move(server), std::move(channels));
 }
 
 }  // namespace dpt

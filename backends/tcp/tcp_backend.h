@@ -17,6 +17,9 @@ struct TcpBootstrap {
   // Non-null on rank 0 when the caller already started the store server (e.g. on an
   // ephemeral port agreed over MPI); rank 0 otherwise serves master_addr:master_port.
   std::shared_ptr<TcpStoreServer> server;
+  // The job's secret (comm/job_token.h); empty: COMM_JOB_TOKEN. A server passed above
+  // must have been started with the same token.
+  std::string job_token;
 };
 
 // Collective over all ranks: rendezvous through the store (timeout

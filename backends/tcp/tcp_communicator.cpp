@@ -11,7 +11,8 @@ static uint64_t positive_env(const char* name) {
 }
 
 TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
-                                 std::unique_ptr<Store> store, std::shared_ptr<TcpStoreServer> server)
+                                 std::unique_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
+                                 std::vector<tcp::ShmChannelPtr> shm)
     : Communicator(rank, size, options), store_(std::move(store)), server_(std::move(server)) {
   tcp::EngineConfig cfg;
   cfg.rank = rank;
@@ -19,10 +20,13 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
   cfg.max_frame_bytes = positive_env(env::kMaxFrameBytes);
   cfg.max_unexpected_bytes = positive_env(kTcpMaxUnexpectedBytesEnv);
   cfg.op_timeout = options.timeout;
+  const int64_t spin = env::get_int(kTcpShmSpinUsEnv);
+  if (spin < 0) throw std::invalid_argument("COMM_TCP_SHM_SPIN_US must be >= 0");
+  cfg.shm_spin = std::chrono::microseconds(spin);
   // Context is built from rank/size/backend, never from the (changing) options.
   cfg.context = [rank, size](const std::string& op, int peer) { return ErrorContext{rank, size, "tcp", op, peer, -1}; };
   try {
-    engine_ = std::make_unique<tcp::ProgressEngine>(std::move(cfg), std::move(sockets));
+    engine_ = std::make_unique<tcp::ProgressEngine>(std::move(cfg), std::move(sockets), std::move(shm));
   } catch (...) {
     shutdown_worker();  // the base's worker must not outlive a failed construction
     throw;

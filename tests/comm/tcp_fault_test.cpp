@@ -37,7 +37,7 @@ std::vector<int> fork_ranks(int world, const std::function<int(Communicator&)>& 
     if (pid == 0) {
       int code = 13;
       try {
-        TcpBootstrap b{r, world, "127.0.0.1", port, nullptr};
+        TcpBootstrap b{r, world, "127.0.0.1", port, nullptr, ""};
         CommOptions o;
         o.timeout = Millis(30000);
         auto comm = create_tcp_communicator(b, o);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# compare.sh: one run that benchmarks, side by side, at 2 and 4 ranks, float32 sum:
+#   tcp-shm     our tcp backend, same-host peers over shared memory (COMM_TCP_SHM=1)
+#   tcp-noshm   our tcp backend over loopback TCP only (COMM_TCP_SHM=0)
+#   mpi-ring    our ring algorithm over the mpi backend (point-to-point only)
+#   mpi-tree    our tree algorithm over the mpi backend (allreduce only)
+#   mpi-native  Open MPI's own MPI_Allreduce / MPI_Reduce_scatter_block (--algo native)
+#   gloo-*      Gloo over its TCP transport (bench/gloo_bench, if libgloo-dev was found):
+#               ring_chunked, bcube, halving_doubling; "gloo-best" is the best per size
+# for allreduce and reduce_scatter, then writes bench/results/results.md (tables and the
+# issue's ratios) and bench/results/busbw.png (gnuplot). The candidates are interleaved
+# (each repetition runs every candidate once, in turn) and the median is reported, so
+# slow phases of a shared machine hit all of them alike.
+#   bench/compare.sh [BUILD_DIR]          (default build-bench, then build)
+# Environment: REPS (3), ITERS (10), WARMUP (3), MIN (4K), MAX (64M), NPS ("2 4").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-}
+if [[ -z "$BUILD" ]]; then BUILD=build-bench; [[ -x $BUILD/bin/comm_bench ]] || BUILD=build; fi
+BIN=$BUILD/bin
+REPS=${REPS:-3} ITERS=${ITERS:-10} WARMUP=${WARMUP:-3} MIN=${MIN:-4K} MAX=${MAX:-64M} NPS=${NPS:-"2 4"}
+OUT=bench/results
+RAW=$OUT/raw
+rm -rf "$RAW" && mkdir -p "$RAW"
+for b in comm_bench launch; do [[ -x $BIN/$b ]] || { echo "compare.sh: $BIN/$b missing (cmake --build $BUILD --target $b)"; exit 1; }; done
+HAVE_GLOO=0; [[ -x $BIN/gloo_bench ]] && HAVE_GLOO=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+SIZES=(-b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w "$WARMUP" -c 0)
+
+# run LABEL NP COLL REP command...: rank 0's rows go to raw/LABEL.COLL.npNP.repREP.txt
+run() {
+  local label=$1 np=$2 coll=$3 rep=$4; shift 4
+  local f="$RAW/$label.$coll.np$np.rep$rep.txt"
+  echo "  $label $coll np$np rep$rep"
+  if ! "$@" > "$f.full" 2>&1; then echo "compare.sh: $label failed:"; tail -5 "$f.full"; return 1; fi
+  sed -e 's/^\[rank 0\] //' "$f.full" | grep -v '^\[rank' > "$f"
+  rm -f "$f.full"
+}
+
+echo "compare.sh: $BIN, sizes $MIN..$MAX, $REPS repetition(s), ranks: $NPS, gloo: $HAVE_GLOO"
+for rep in $(seq 1 "$REPS"); do
+  for np in $NPS; do
+    for coll in allreduce reduce_scatter; do
+      CB=("$BIN/comm_bench" "${SIZES[@]}" --coll "$coll" -d float -o sum)
+      run tcp-shm "$np" "$coll" "$rep" env COMM_TCP_SHM=1 "$BIN/launch" -n "$np" "${CB[@]}" --backend tcp
+      run tcp-noshm "$np" "$coll" "$rep" env COMM_TCP_SHM=0 "$BIN/launch" -n "$np" "${CB[@]}" --backend tcp
+      run mpi-ring "$np" "$coll" "$rep" "${MPIRUN[@]}" -np "$np" "${CB[@]}" --backend mpi --algo ring
+      [[ $coll == allreduce ]] && run mpi-tree "$np" "$coll" "$rep" "${MPIRUN[@]}" -np "$np" "${CB[@]}" --backend mpi --algo tree
+      run mpi-native "$np" "$coll" "$rep" "${MPIRUN[@]}" -np "$np" "${CB[@]}" --backend mpi --algo native
+      if (( HAVE_GLOO )); then
+        algos=(halving_doubling)
+        [[ $coll == allreduce ]] && algos=(ring_chunked bcube halving_doubling)
+        for a in "${algos[@]}"; do
+          store=$(mktemp -d)
+          run "gloo-$a" "$np" "$coll" "$rep" "$BIN/launch" -n "$np" "$BIN/gloo_bench" --store "$store" \
+            -b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w "$WARMUP" -c 0 --coll "$coll" --algo "$a"
+          rm -rf "$store"
+        done
+      fi
+    done
+  done
+done
+python3 bench/summarize.py "$RAW" "$OUT" "$NPS"
+gnuplot "$OUT/busbw.gp"
+echo "compare.sh: wrote $OUT/results.md and $OUT/busbw.png"

@@ -1,0 +1,39 @@
+# Reliability and security tests (issue 7), label "fault". Included from
+# tests/comm/CMakeLists.txt. Figures (detection time, cost, memory) are printed; run
+# `ctest -L fault -V` to see them.
+add_executable(reliability_helper reliability_helper.cpp)
+target_link_libraries(reliability_helper PRIVATE dpt_backends dpt_warnings)
+
+add_executable(reliability_auth_test reliability_auth_test.cpp)
+target_link_libraries(reliability_auth_test PRIVATE dpt_tcp_test_catch_main dpt_backend_tcp dpt_warnings)
+add_test(NAME reliability.auth COMMAND reliability_auth_test)
+set_tests_properties(reliability.auth PROPERTIES TIMEOUT 60 LABELS fault)
+
+add_executable(reliability_test reliability_test.cpp)
+target_link_libraries(reliability_test PRIVATE dpt_tcp_test_catch_main dpt_backend_tcp dpt_warnings)
+target_compile_definitions(reliability_test PRIVATE "DPT_RELIABILITY_HELPER=\"$<TARGET_FILE:reliability_helper>\"")
+add_dependencies(reliability_test reliability_helper)
+foreach(part stop mismatch rendezvous)
+  add_test(NAME reliability.${part} COMMAND reliability_test "[${part}]")
+  set_tests_properties(reliability.${part} PROPERTIES TIMEOUT 90 LABELS fault)
+endforeach()
+
+if(DPT_HAVE_MPI)
+  foreach(backend mpi tcp)
+    add_test(NAME reliability.mpirun_death.${backend}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault_mpirun_death.sh ${MPIEXEC_EXECUTABLE}
+                     $<TARGET_FILE:reliability_helper> ${backend})
+    set_tests_properties(reliability.mpirun_death.${backend} PROPERTIES TIMEOUT 90 LABELS fault PROCESSORS 3
+                         ENVIRONMENT "${DPT_MPI_TEST_ENV}")
+  endforeach()
+endif()
+
+# Random bytes, HTTP, a port scan and forged handshakes against a 2-rank tcp training
+# run: it must finish (exit 0) and its memory grow by at most 64 MiB.
+if(TARGET train)
+  add_test(NAME reliability.garbage_during_training
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault_garbage_during_training.sh $<TARGET_FILE:launch>
+                   $<TARGET_FILE:train> 2500)
+  set_tests_properties(reliability.garbage_during_training PROPERTIES TIMEOUT 120 LABELS fault PROCESSORS 2
+                       ENVIRONMENT "COMM_TIMEOUT_S=60;COMM_RENDEZVOUS_TIMEOUT_S=60")
+endif()

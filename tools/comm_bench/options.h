@@ -1,0 +1,40 @@
+#pragma once
+// comm_bench's command line, spelled as nccl-tests spells it (-b -e -f -n -w -c -d -o)
+// plus our own long options (--coll --backend --algo --inplace --json). Hand-parsed:
+// nccl-tests users type "-b 8 -e 128M", which Boost.Program_options would accept, but
+// they also type "-b8" and "--minbytes=8"; one small parser handles all three.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/types.h"
+
+namespace dpt::bench {
+
+struct Options {
+  size_t min_bytes = 32u << 20;  // nccl-tests' defaults
+  size_t max_bytes = 32u << 20;
+  size_t factor = 2;
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  DType dtype = DType::f32;
+  ReduceOp op = ReduceOp::sum;
+  CollKind coll = CollKind::allreduce;
+  int root = 0;
+  std::string backend;  // empty: COMM_BACKEND or auto
+  std::string algo = "auto";
+  bool in_place = false;
+  std::string json_path;
+  bool help = false;
+};
+
+// "8", "64K", "1M", "2G" (powers of 1024, as nccl-tests reads them).
+size_t parse_size(const std::string& s);
+CollKind parse_coll(const std::string& s);
+// Throws std::invalid_argument with a message naming the bad flag.
+Options parse_options(int argc, char** argv);
+const char* usage();
+
+}  // namespace dpt::bench
