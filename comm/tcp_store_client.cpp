@@ -123,11 +123,16 @@ std::string TcpStoreClient::call(const std::string& op, const std::string& body,
       throw PeerError(ctx(op), std::string(e.what()) + " (did rank 0, which serves the store, exit?)");
     } catch (const net::SocketTimeout& e) {
       // The connection is now out of step (a reply may still arrive): start afresh.
+      const bool was_reconnecting = !sock_.valid() && ever_connected_;
       sock_.close();
+      // A reconnect that timed out after a working connection: the server is gone.
+      if (was_reconnecting)
+        throw PeerError(ctx(op), std::string(e.what()) + " (did rank 0, which serves the store, exit?)");
       throw TimeoutError(ctx(op), e.what());
     } catch (const net::SocketError& e) {
       sock_.close();
-      throw PeerError(ctx(op), e.what());
+      // Refused after we had been connected: the server is most likely gone.
+      throw PeerError(ctx(op), std::string(e.what()) + (attempt > 0 || ever_connected_ ? " (did rank 0, which serves the store, exit?)" : ""));
     }
   }
 }

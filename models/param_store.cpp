@@ -1,6 +1,7 @@
 #include "models/param_store.h"
 
 #include <stdexcept>
+#include <string>
 
 #include "models/tensor.h"
 
@@ -22,10 +23,20 @@ size_t ParamStore::add(const std::string& name, std::vector<int64_t> shape) {
 
 void ParamStore::finalize() {
   if (finalized_) return;
-  params_.assign(total_, 0.0f);
-  grads_.assign(total_, 0.0f);
+  params_.assign(total_ + kShardSlack, 0.0f);
+  grads_.assign(total_ + kShardSlack, 0.0f);
   finalized_ = true;
 }
+
+static std::span<float> padded(std::vector<float>& v, size_t n, const char* what) {
+  if (n > v.size())
+    throw std::length_error(std::string("ParamStore: ") + what + " padded to " + std::to_string(n) +
+                            " elements, more than the " + std::to_string(v.size()) + " allocated");
+  return {v.data(), n};
+}
+
+std::span<float> ParamStore::padded_params(size_t n) { return padded(params_, n, "parameters"); }
+std::span<float> ParamStore::padded_grads(size_t n) { return padded(grads_, n, "gradients"); }
 
 size_t ParamStore::find(const std::string& name) const {
   for (const auto& info : infos_)

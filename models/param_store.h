@@ -8,6 +8,12 @@
 //
 // Two phases: add() while the layers are constructed, then finalize() allocates.
 // After finalize() the buffers never move, so raw pointers into them stay valid.
+//
+// Both buffers carry kShardSlack zero elements past total_numel() (the *padding*),
+// invisible through flat_params()/flat_grads(). ZeRO pads the flat buffer to a multiple
+// of the world size N (at most N-1 extra elements) so every rank owns an equal shard and
+// the parameter allgather runs in place; the slack lets it do so without reallocating
+// (which would invalidate the layers' pointers). padded_*(n) hands out the first n.
 #pragma once
 
 #include <cstddef>
@@ -39,10 +45,18 @@ class ParamStore {
   std::span<float> param_span(size_t index) { return {param(index), infos_[index].numel}; }
   std::span<float> grad_span(size_t index) { return {grad(index), infos_[index].numel}; }
 
-  std::span<float> flat_params() { return params_; }
-  std::span<const float> flat_params() const { return params_; }
-  std::span<float> flat_grads() { return grads_; }
-  std::span<const float> flat_grads() const { return grads_; }
+  std::span<float> flat_params() { return {params_.data(), total_}; }
+  std::span<const float> flat_params() const { return {params_.data(), total_}; }
+  std::span<float> flat_grads() { return {grads_.data(), total_}; }
+  std::span<const float> flat_grads() const { return {grads_.data(), total_}; }
+  // The first n elements including padding; n <= total_numel() + kShardSlack
+  // (std::length_error otherwise).
+  std::span<float> padded_params(size_t n);
+  std::span<float> padded_grads(size_t n);
+  // Bytes the buffers really hold (vector capacities, padding included).
+  size_t param_bytes() const { return params_.capacity() * sizeof(float); }
+  size_t grad_bytes() const { return grads_.capacity() * sizeof(float); }
+  static constexpr size_t kShardSlack = 1023;  // ZeRO world sizes up to 1024
   const std::vector<ParamInfo>& infos() const { return infos_; }
   size_t total_numel() const { return total_; }
   // Index of the parameter called `name`, or infos().size() when there is none.

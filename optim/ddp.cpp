@@ -4,6 +4,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "optim/bucket_plan.h"
+
 #include "comm/half.h"
 
 namespace dpt {
@@ -12,29 +14,9 @@ DistributedDataParallel::DistributedDataParallel(Module& model, Communicator& co
     : model_(model), comm_(&comm), config_(config) {
   if (config_.wire != DType::f32 && config_.wire != DType::bf16 && config_.wire != DType::f16)
     throw std::invalid_argument("DDP gradient compression must be none (f32), bf16 or f16");
-  const auto& infos = model.param_infos();
-  bucket_of_param_.assign(infos.size(), 0);
-  // Reverse parameter order: the last parameters' gradients are final first.
-  Bucket cur;
-  size_t cap = config_.first_bucket_bytes;
-  bool open = false;
-  for (size_t k = infos.size(); k-- > 0;) {
-    const ParamInfo& p = infos[k];
-    if (!open) {
-      cur = Bucket{};
-      cur.end = p.offset + p.numel;
-      open = true;
-    }
-    cur.begin = p.offset;
-    ++cur.num_params;
-    bucket_of_param_[k] = buckets_.size();
-    if ((cur.end - cur.begin) * sizeof(float) >= cap) {
-      buckets_.push_back(cur);
-      open = false;
-      cap = config_.bucket_bytes;
-    }
-  }
-  if (open) buckets_.push_back(cur);
+  BucketPlan plan = plan_buckets(model.param_infos(), config_.first_bucket_bytes, config_.bucket_bytes);
+  buckets_ = make_buckets<Bucket>(plan);
+  bucket_of_param_ = std::move(plan.bucket_of_param);
 
   ModuleHooks hooks = model.hooks();
   hooks.on_grad_ready = [this](const ParamInfo& p) { on_grad_ready(p); };
@@ -53,6 +35,12 @@ uint64_t DistributedDataParallel::parameter_checksum() const {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < params.size_bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
+}
+
+size_t DistributedDataParallel::comm_buffer_bytes() const {
+  size_t n = 0;
+  for (const auto& b : buckets_) n += b.wire.capacity() * sizeof(uint16_t);
+  return n;
 }
 
 void DistributedDataParallel::broadcast_parameters() {

@@ -59,6 +59,8 @@ class DistributedDataParallel {
 
   const CommStats& last_stats() const { return stats_; }
   size_t num_buckets() const { return buckets_.size(); }
+  // Bytes of the 16-bit wire copies (compression only: f32 buckets reduce in place).
+  size_t comm_buffer_bytes() const;
   // FNV-1a of the parameter bytes: equal on all ranks after broadcast_parameters().
   uint64_t parameter_checksum() const;
 

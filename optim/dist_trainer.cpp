@@ -14,6 +14,8 @@
 #include "models/models.h"
 #include "optim/clip_grad.h"
 #include "optim/local_trainer.h"
+#include "optim/zero_checkpoint.h"
+#include "optim/zero_pages.h"
 
 namespace dpt {
 namespace fs = std::filesystem;
@@ -32,6 +34,8 @@ std::string default_dataset(const std::string& model) {
 DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(std::move(config)), comm_(&comm) {
   if (config_.grad_accum < 1) throw std::invalid_argument("--grad-accum must be at least 1");
   if (config_.batch_size < 1) throw std::invalid_argument("--batch-size must be at least 1");
+  if (config_.zero_stage < 0 || config_.zero_stage > 3)
+    throw std::invalid_argument("--zero " + std::to_string(config_.zero_stage) + ": valid stages are 0, 1, 2, 3");
   model_ = make_model(config_.model, config_.model_config);
   std::string ds = config_.dataset.empty() ? default_dataset(config_.model) : config_.dataset;
   if (ds == "synthetic") ds = config_.model == "toy" ? "synthetic-regression" : "synthetic-classification";
@@ -40,7 +44,9 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
   train_ = make_dataset(ds, Split::train, opts);
   test_ = make_dataset(ds, Split::test, opts);
-  optimizer_ = make_optimizer(config_.optimizer, config_.optimizer_config, model_->num_params());
+  // ZeRO: the optimizer holds (and steps) only this rank's shard.
+  const size_t opt_numel = config_.zero_stage > 0 ? ShardLayout(model_->num_params(), comm.size()).shard : model_->num_params();
+  optimizer_ = make_optimizer(config_.optimizer, config_.optimizer_config, opt_numel);
   if (config_.lr_schedule == "cosine") {
     // The cosine reaches its floor at the end of the run: steps, or all epochs' steps.
     const size_t n = size_t(comm.size());
@@ -49,12 +55,16 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
     config_.lr_config.total_steps = config_.steps > 0 ? config_.steps : std::max<int64_t>(1, per_epoch * config_.epochs);
   }
   schedule_ = make_lr_schedule(config_.lr_schedule, config_.lr_config);
-  ddp_ = std::make_unique<DistributedDataParallel>(*model_, *comm_, config_.ddp);
+  if (config_.zero_stage > 0)
+    zero_ = std::make_unique<ZeroOptimizer>(*model_, *comm_, config_.zero_stage, *optimizer_, config_.ddp);
+  else
+    ddp_ = std::make_unique<DistributedDataParallel>(*model_, *comm_, config_.ddp);
   if (config_.resume && !load_latest_checkpoint())
     throw std::runtime_error("--resume: no checkpoint found in '" + config_.checkpoint_dir + "'");
   // Every rank starts from rank 0's parameters, verified by checksum (after a resume
   // too: a rank that read a different file is caught here).
-  ddp_->broadcast_parameters();
+  if (zero_) zero_->broadcast_parameters();
+  else ddp_->broadcast_parameters();
 }
 
 DistTrainer::~DistTrainer() = default;
@@ -64,7 +74,8 @@ void DistTrainer::set_communicator(Communicator& comm) {
     throw std::invalid_argument("backend switch: the new communicator has rank " + std::to_string(comm.rank()) + " of " +
                                 std::to_string(comm.size()) + ", the old one " + std::to_string(comm_->rank()) + " of " +
                                 std::to_string(comm_->size()));
-  ddp_->set_communicator(comm);
+  if (zero_) zero_->set_communicator(comm);
+  else ddp_->set_communicator(comm);
   comm_ = &comm;
 }
 
@@ -81,7 +92,34 @@ std::string DistTrainer::final_model_path() const {
 // naming the newest complete one. Rank 0 writes (DDP replicas are identical); each file
 // is written atomically, and `latest` moves only after both files are in place, so a
 // kill during a save leaves the previous checkpoint loadable.
+// ZeRO: every rank first writes its optimizer shard, a barrier, then rank 0 writes the
+// model and moves `latest` as above, so `latest` never names a step with a missing shard.
 void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done) const {
+  if (zero_) {
+    const fs::path dir = fs::path(config_.checkpoint_dir) / ("step_" + std::to_string(step));
+    fs::create_directories(dir);
+    const std::string model_path = (dir / "model.safetensors").string();
+    const fs::path tmp_latest = fs::path(config_.checkpoint_dir) / "latest.tmp";
+    save_optimizer_shard(model_path, *optimizer_, zero_->layout(), comm_->rank());
+    zero_->gather_all_parameters();  // stage 3: rank 0 writes the whole model
+    if (comm_->rank() == 0) {
+      save_model(model_path, *model_,
+                 {{"step", std::to_string(step)},
+                  {"epoch", std::to_string(epoch)},
+                  {"batches_done", std::to_string(batches_done)},
+                  {"world_size", std::to_string(comm_->size())},
+                  {"zero_stage", std::to_string(config_.zero_stage)},
+                  {"model", config_.model}});
+      std::ofstream f(tmp_latest);
+      f << dir.filename().string() << "\n";
+      if (!f) throw std::runtime_error("cannot write " + tmp_latest.string());
+    }
+    comm_->barrier();  // every shard and the model are in place before `latest` moves
+    if (comm_->rank() == 0) fs::rename(tmp_latest, fs::path(config_.checkpoint_dir) / "latest");
+    zero_->release_parameters();
+    comm_->barrier();
+    return;
+  }
   if (comm_->rank() == 0) {
     const fs::path dir = fs::path(config_.checkpoint_dir) / ("step_" + std::to_string(step));
     fs::create_directories(dir);
@@ -116,17 +154,25 @@ bool DistTrainer::load_latest_checkpoint() {
   const std::string model_path = (fs::path(config_.checkpoint_dir) / name / "model.safetensors").string();
   Metadata meta = load_model(model_path, *model_);
   const std::string optim_path = sidecar_path(model_path, "optim");
-  SafetensorsContents st = load_safetensors(optim_path);
-  if (st.metadata["optimizer"] != optimizer_->name())
-    throw CheckpointError(optim_path, "holds state of optimizer '" + st.metadata["optimizer"] + "', this run uses '" +
-                                          optimizer_->name() + "'");
-  for (auto& [bname, span] : optimizer_->state_buffers()) {
-    const NamedTensor* t = st.find(bname);
-    if (!t || t->data.size() != span.size())
-      throw CheckpointError(optim_path, "missing or mis-sized optimizer state '" + bname + "'");
-    std::copy(t->data.begin(), t->data.end(), span.begin());
+  if (zero_ || !fs::exists(optim_path)) {
+    // This rank's shard (ZeRO), or everything from a ZeRO run's shard files (DDP):
+    // the overlapping slices of whatever files the checkpoint holds.
+    const int r = zero_ ? comm_->rank() : 0;
+    const ShardLayout mine = zero_ ? zero_->layout() : ShardLayout(model_->num_params(), 1);
+    load_optimizer_range(model_path, *optimizer_, std::min(mine.begin(r), mine.numel), mine.real_numel(r));
+  } else {
+    SafetensorsContents st = load_safetensors(optim_path);
+    if (st.metadata["optimizer"] != optimizer_->name())
+      throw CheckpointError(optim_path, "holds state of optimizer '" + st.metadata["optimizer"] + "', this run uses '" +
+                                            optimizer_->name() + "'");
+    for (auto& [bname, span] : optimizer_->state_buffers()) {
+      const NamedTensor* t = st.find(bname);
+      if (!t || t->data.size() != span.size())
+        throw CheckpointError(optim_path, "missing or mis-sized optimizer state '" + bname + "'");
+      std::copy(t->data.begin(), t->data.end(), span.begin());
+    }
+    optimizer_->set_step_count(std::stoll(st.metadata["step_count"]));
   }
-  optimizer_->set_step_count(std::stoll(st.metadata["step_count"]));
   step_ = std::stoll(meta.at("step"));
   start_epoch_ = std::stoi(meta.at("epoch"));
   skip_batches_ = std::stoll(meta.at("batches_done"));
@@ -161,7 +207,20 @@ EvalResult DistTrainer::evaluate() {
       }
     }
   }
-  model_->zero_grad();
+  // ZeRO-2/3 keep the flat gradients zero and released between steps; touching them
+  // here would make every page resident again.
+  // ZeRO-3: every forward gathers parameters collectively, so ranks with fewer eval
+  // batches than the largest slice (ceil(total / n) samples) run throwaway forwards.
+  if (config_.zero_stage == 3 && total > 0) {
+    const size_t rounds = ((total + n - 1) / n + 255) / 256;
+    const size_t mine = (hi - lo + 255) / 256;
+    idx.assign(1, 0);
+    for (size_t k = mine; k < rounds; ++k) {
+      test_->fill(idx, batch);
+      model_->forward(model_input(batch), false);
+    }
+  }
+  if (config_.zero_stage < 2) model_->zero_grad();
   comm_->allreduce(Buffer{sums, 3, DType::f64, {}}, ReduceOp::sum);
   EvalResult e;
   e.samples = size_t(sums[2]);
@@ -219,34 +278,42 @@ TrainSummary DistTrainer::run(const std::function<void(const StepLog&)>& on_log,
 
       // ---- one step: micro-steps of forward/backward, gradient sync, update ----
       const auto t0 = Clock::now();
-      model_->zero_grad();
+      if (config_.zero_stage < 2) model_->zero_grad();  // ZeRO-2/3: already zero (zero_grad_reducer.h)
       double loss_sum = 0, samples = 0;
       for (int m = 0; m < config_.grad_accum; ++m) {
-        ddp_->begin_backward(m == config_.grad_accum - 1);
+        if (zero_) zero_->begin_backward(m == config_.grad_accum - 1);
+        else ddp_->begin_backward(m == config_.grad_accum - 1);
         model_->forward(model_input(micro[m]), true);
         const float loss = model_->loss(model_target(micro[m]), 1.0f / float(config_.grad_accum));
         model_->backward();
         loss_sum += double(loss) * double(micro[m].n);
         samples += double(micro[m].n);
       }
-      ddp_->end_backward();
-      if (config_.clip_norm > 0) clip_grad_norm(model_->flat_grads(), config_.clip_norm);
       const float lr = schedule_->lr(step_);
-      optimizer_->step(model_->flat_params(), model_->flat_grads(), lr);
+      if (zero_) {
+        zero_->end_backward();
+        if (config_.clip_norm > 0) zero_->clip_grad_norm(config_.clip_norm);
+        zero_->step(lr);  // own shard, then allgather of the parameters
+      } else {
+        ddp_->end_backward();
+        if (config_.clip_norm > 0) clip_grad_norm(model_->flat_grads(), config_.clip_norm);
+        optimizer_->step(model_->flat_params(), model_->flat_grads(), lr);
+      }
+      const CommStats& cs = zero_ ? zero_->last_stats() : ddp_->last_stats();
       ++step_;
       ++steps_run;
       const double dt = since(t0);
       train_time += dt;
       samples_done += int64_t(samples);
-      sum.comm_s += ddp_->last_stats().comm_s;
-      sum.exposed_s += ddp_->last_stats().exposed_s;
+      sum.comm_s += cs.comm_s;
+      sum.exposed_s += cs.exposed_s;
 
       const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || steps_run == 1);
       if (log_now) {
         double ls[2] = {loss_sum, samples};  // mean over all ranks' samples
         comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
         StepLog l{step_, epoch, ls[0] / ls[1], lr, double(samples_done) * n / std::max(train_time, 1e-9),
-                  ddp_->last_stats().comm_s, ddp_->last_stats().exposed_s};
+                  cs.comm_s, cs.exposed_s};
         sum.last_loss = l.loss;
         if (on_log) on_log(l);
       }
@@ -269,16 +336,51 @@ TrainSummary DistTrainer::run(const std::function<void(const StepLog&)>& on_log,
     if (on_eval) on_eval(step_, sum.eval);
   }
   if (!config_.checkpoint_dir.empty()) {
+    if (zero_) zero_->gather_all_parameters();
     if (comm_->rank() == 0) {
       fs::create_directories(config_.checkpoint_dir);
       save_model(final_model_path(), *model_, {{"step", std::to_string(step_)}});
     }
+    if (zero_) zero_->release_parameters();
     comm_->barrier();
   }
   sum.steps = step_;
   sum.time_s = since(t_start);
   sum.samples_per_s = double(samples_done) * n / std::max(train_time, 1e-9);
+  sum.step_s = steps_run > 0 ? train_time / double(steps_run) : 0;
   return sum;
+}
+
+ModelStateBytes DistTrainer::memory_bytes() {
+  ModelStateBytes m;
+  m.stage = config_.zero_stage;
+  m.world = comm_->size();
+  m.numel = model_->num_params();
+  m.params = m.params_allocated = model_->store().param_bytes();
+  m.grads = m.grads_allocated = model_->store().grad_bytes();
+  size_t state = 0;
+  for (auto& [name, span] : optimizer_->state_buffers()) state += span.size_bytes();
+  m.optimizer = state;
+  m.state_per_param = double(state) / double(std::max<size_t>(1, optimizer_->numel()));
+  if (zero_) {
+    m.comm = zero_->comm_buffer_bytes();
+    if (zero_->stage() == 3) {
+      // Only the own shard is resident between layers: count pages, not allocation.
+      auto p = model_->store().padded_params(model_->num_params() + ParamStore::kShardSlack);
+      m.params = resident_bytes(p.data(), p.size_bytes());
+      m.params_allocated = p.size_bytes();
+      m.gathered_peak = zero_->peak_gathered_bytes();
+    }
+    if (zero_->stage() >= 2) {
+      // The flat buffer's pages are released between buckets: count what is resident.
+      auto g = model_->store().padded_grads(model_->num_params() + ParamStore::kShardSlack);
+      m.grads = zero_->grad_shard_bytes() + resident_bytes(g.data(), g.size_bytes());
+      m.grads_allocated = zero_->grad_shard_bytes() + g.size_bytes();
+    }
+  } else {
+    m.comm = ddp_->comm_buffer_bytes();
+  }
+  return m;
 }
 
 }  // namespace dpt

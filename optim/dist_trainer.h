@@ -2,7 +2,10 @@
 // The distributed training loop behind build/bin/train: one replica per rank, data
 // sharded by DistributedSampler, gradients synchronized by DistributedDataParallel,
 // evaluation sharded and reduced, checkpoints and resume, and the run-time backend
-// switch. A reader can follow one step top to bottom in DistTrainer::train_step().
+// switch. A reader can follow one step top to bottom in DistTrainer::run().
+// With zero_stage 1, 2 or 3 a ZeroOptimizer (zero_optimizer.h) takes DDP's place: the
+// optimizer is built for this rank's shard, checkpoints hold one optimizer file per
+// rank (zero_checkpoint.h) and resume at any world size.
 //
 // Terms:
 //   step         one optimizer update = grad_accum micro-steps of batch_size samples per rank.
@@ -25,6 +28,8 @@
 #include "optim/ddp.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "optim/zero_memory.h"
+#include "optim/zero_optimizer.h"
 
 namespace dpt {
 
@@ -45,6 +50,7 @@ struct DistTrainConfig {
   uint64_t seed = 0;
   bool shuffle = true;
   DdpConfig ddp;
+  int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
   std::string checkpoint_dir;    // non-empty: save here
   int64_t save_every = 0;        // steps between checkpoints (0: only at the end)
   bool resume = false;           // continue from checkpoint_dir's latest checkpoint
@@ -85,6 +91,7 @@ struct TrainSummary {
   int64_t skipped_batches = 0;   // uneven inputs: batches this rank had but could not use
   EvalResult eval;
   double last_loss = 0;
+  double step_s = 0;             // mean wall time of one step (forward to parameters updated)
 };
 
 class DistTrainer {
@@ -103,7 +110,10 @@ class DistTrainer {
 
   Module& model() { return *model_; }
   const Dataset& train_set() const { return *train_; }
-  size_t num_buckets() const { return ddp_->num_buckets(); }
+  size_t num_buckets() const { return zero_ ? zero_->num_buckets() : ddp_->num_buckets(); }
+  int zero_stage() const { return config_.zero_stage; }
+  // Model-state bytes of this rank, counted from the buffers (zero_memory.h).
+  ModelStateBytes memory_bytes();
   void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
   std::string final_model_path() const;
 
@@ -116,7 +126,8 @@ class DistTrainer {
   std::unique_ptr<Dataset> train_, test_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<DistributedDataParallel> ddp_;  // stage 0
+  std::unique_ptr<ZeroOptimizer> zero_;           // stages 1, 2
   int64_t step_ = 0;
   int start_epoch_ = 0;
   int64_t skip_batches_ = 0;     // resume: micro-batches of start_epoch_ already consumed

@@ -24,7 +24,7 @@ namespace {
 
 struct Cli {
   DistTrainConfig cfg;
-  std::string backend, algo, switch_backend, metrics_out, grad_compress, device, config_file;
+  std::string backend, algo, switch_backend, metrics_out, grad_compress, device, config_file, overlap_comm;
   int zero = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
   bool no_overlap = false, no_shuffle = false;
@@ -43,7 +43,8 @@ void add_options(po::options_description& d, Cli& c) {
     ("data-dir", po::value(&c.cfg.data_dir)->default_value(""), "dataset directory or file (default: the Debian package's path)")
     ("backend", po::value(&c.backend)->default_value(dpt::backends::default_name()), "mpi | tcp | nccl | auto")
     ("algo", po::value(&c.algo)->default_value("auto"), "auto | ring | tree | native")
-    ("zero", po::value(&c.zero)->default_value(0), "ZeRO stage: 0 (DDP)")
+    ("zero", po::value(&c.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
+    ("overlap-comm", po::value(&c.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
     ("device", po::value(&c.device)->default_value("cpu"), "cpu (cuda: not built)")
     ("epochs", po::value(&c.cfg.epochs)->default_value(3), "epochs")
     ("steps", po::value(&c.cfg.steps)->default_value(0), "stop after this many steps (0: run the epochs)")
@@ -119,7 +120,11 @@ int main(int argc, char** argv) {
       po::store(po::parse_config_file(f, desc), vm);
     }
     po::notify(vm);
-    if (c.zero != 0) throw std::invalid_argument("--zero " + std::to_string(c.zero) + ": ZeRO stages 1-3 are not in this build yet; use --zero 0");
+    if (c.zero < 0 || c.zero > 3) throw std::invalid_argument("--zero " + std::to_string(c.zero) + ": valid stages are 0, 1, 2, 3");
+    if (c.overlap_comm != "on" && c.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + c.overlap_comm + "': valid are on, off");
+    if (c.zero >= 2 && c.grad_compress != "none") throw std::invalid_argument("--grad-compress with --zero 2|3: ZeRO-2/3 reduce fp32 gradients only");
+    c.cfg.zero_stage = c.zero;
+    if (c.overlap_comm == "off") c.no_overlap = true;
     if (c.device != "cpu") throw std::invalid_argument("--device " + c.device + ": this build trains on cpu only");
     c.cfg.shuffle = !c.no_shuffle;
     c.cfg.lr_config.lr = c.lr;
@@ -167,8 +172,10 @@ int main(int argc, char** argv) {
                         {"per-rank batch", std::to_string(c.cfg.batch_size) + " x " + std::to_string(c.cfg.grad_accum) + " accum"},
                         {"global batch", std::to_string(c.cfg.batch_size * c.cfg.grad_accum * world)},
                         {"optimizer", c.cfg.optimizer + " lr " + fmt("%g", c.lr) + " (" + c.cfg.lr_schedule + ")"},
-                        {"DDP buckets", std::to_string(trainer.num_buckets()) + " (" + fmt("%g", c.bucket_mb) + " MiB, overlap " + (c.no_overlap ? "off" : "on") + ", wire " + c.grad_compress + ")"},
+                        {"ZeRO stage", std::to_string(c.zero) + (c.zero ? " (shard " + std::to_string((params + world - 1) / world) + " elements per rank)" : " (DDP)")},
+                        {c.zero >= 2 ? "ZeRO-2/3 buckets" : "DDP buckets", std::to_string(trainer.num_buckets()) + " (" + fmt("%g", c.bucket_mb) + " MiB, overlap " + (c.no_overlap ? "off" : "on") + ", wire " + c.grad_compress + ")"},
                         {"epochs / steps", std::to_string(c.cfg.epochs) + " / " + (c.cfg.steps ? std::to_string(c.cfg.steps) : "all")}});
+      std::cout << dpt::memory_table(trainer.memory_bytes(), "start");
       std::cout.flush();
     }
     std::ofstream metrics;
@@ -218,12 +225,13 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::string acc = s.eval.accuracy >= 0 ? "test_acc=" + fmt("%.4f", s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
       double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
-      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld\n",
-                  acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, world, comm->backend_name().c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches);
+      std::cout << dpt::memory_table(trainer.memory_bytes(), "end");
+      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d\n",
+                  acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, world, comm->backend_name().c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero);
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},
-                            {"time_s", s.time_s}, {"comm_s", s.comm_s}, {"exposed_comm_s", s.exposed_s}, {"eval_loss", s.eval.loss}};
+                            {"time_s", s.time_s}, {"step_ms", s.step_s * 1e3}, {"comm_s", s.comm_s}, {"exposed_comm_s", s.exposed_s}, {"eval_loss", s.eval.loss}};
         if (s.eval.accuracy >= 0) j["test_acc"] = s.eval.accuracy;
         metrics << j.dump() << "\n";
       }

@@ -1,0 +1,19 @@
+#pragma once
+// Page-level memory of a float buffer, for ZeRO-2's gradients.
+//
+// Terms:
+//   page       the OS's unit of resident memory (sysconf(_SC_PAGESIZE) bytes).
+//   release    hand the pages that lie wholly inside a slice back to the OS
+//              (madvise MADV_DONTNEED on private anonymous memory: they read as zero
+//              afterwards and cost nothing until written again) and zero the slice's
+//              partial pages at its edges by hand. Either way the slice reads as zero.
+//   resident   bytes of a range whose pages are in RAM now (mincore), i.e. what a
+//              buffer really costs, as opposed to its allocated (virtual) size.
+#include <cstddef>
+
+namespace dpt {
+
+void release_slice(float* begin, float* end);
+size_t resident_bytes(const void* data, size_t bytes);
+
+}  // namespace dpt

@@ -1,0 +1,65 @@
+#pragma once
+// ZeRO-3 parameters: each rank keeps only its own shard of the flat parameter buffer
+// resident; a layer's parameters are gathered just before its forward and again
+// before its backward, and released right after.
+//
+// Terms (see zero_layout.h for shard and owner):
+//   layer ranges  LayerInfo::ranges, the merged flat [begin, end) ranges a layer reads.
+//   piece         a layer range cut at shard boundaries, so one owner holds it.
+//   gather        every piece a rank does not own is broadcast from its owner, in place
+//                 into the flat buffer (owners' shards tile the buffer, so the
+//                 per-owner broadcasts together are an allgather of the layer's ranges).
+//   release       the non-owned pieces go back to the OS (zero_pages.h); a piece that
+//                 another held layer also covers stays (tied or shared parameters).
+//   held          a layer whose gather was launched and which is not released yet.
+//   prefetch      when a layer's gather completes, the next layer in the direction of
+//                 travel (forward: i+1, backward: i-1) is launched asynchronously, so
+//                 its broadcasts run while this layer computes. Launch order depends
+//                 only on the layer sequence, so every rank issues the same collectives.
+#include <cstddef>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "models/module.h"
+#include "optim/zero_layout.h"
+
+namespace dpt {
+
+class ZeroParamGatherer {
+ public:
+  ZeroParamGatherer(Module& model, Communicator& comm, const ShardLayout& layout, bool prefetch);
+  ~ZeroParamGatherer();
+
+  void set_communicator(Communicator& comm);
+  // Collective: every rank then holds all parameters (checkpoints, checksums).
+  void gather_all();
+  // Local: back to the own shard only (also releases any held layer).
+  void release_all();
+  // Largest number of non-own parameter bytes held at once so far (the gathered
+  // working set: the current layer plus the prefetched one).
+  size_t peak_gathered_bytes() const { return peak_gathered_; }
+
+ private:
+  struct Piece {
+    size_t begin = 0, end = 0;
+    int owner = 0;
+  };
+  struct LayerState {
+    std::vector<Piece> pieces;  // empty: the layer has no parameters
+    std::vector<WorkPtr> works;
+    bool held = false;
+  };
+  void launch(size_t layer);
+  void acquire(size_t layer, int direction);
+  void release(size_t layer);
+  bool overlaps_held(const Piece& p, size_t except) const;
+
+  Module& model_;
+  Communicator* comm_;
+  ShardLayout layout_;
+  bool prefetch_;
+  std::vector<LayerState> layers_;
+  size_t peak_gathered_ = 0;
+};
+
+}  // namespace dpt
