@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -28,6 +33,25 @@ std::string default_dataset(const std::string& model) {
   if (model == "gpt") return "text";
   if (model == "toy") return "synthetic-regression";
   return "fashion-mnist";
+}
+
+// Points <dir>/latest at `target` so that it survives a crash or a power loss: write a
+// temporary file, fsync it, rename it over `latest`, fsync the folder. Readers see the
+// old or the new name, never a torn one.
+void write_latest(const fs::path& dir, const std::string& target) {
+  const fs::path tmp = dir / "latest.tmp", dst = dir / "latest";
+  const std::string text = target + "\n";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  fs::rename(tmp, dst);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 }  // namespace
 
@@ -99,7 +123,6 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
     const fs::path dir = fs::path(config_.checkpoint_dir) / ("step_" + std::to_string(step));
     fs::create_directories(dir);
     const std::string model_path = (dir / "model.safetensors").string();
-    const fs::path tmp_latest = fs::path(config_.checkpoint_dir) / "latest.tmp";
     save_optimizer_shard(model_path, *optimizer_, zero_->layout(), comm_->rank());
     zero_->gather_all_parameters();  // stage 3: rank 0 writes the whole model
     if (comm_->rank() == 0) {
@@ -110,12 +133,9 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
                   {"world_size", std::to_string(comm_->size())},
                   {"zero_stage", std::to_string(config_.zero_stage)},
                   {"model", config_.model}});
-      std::ofstream f(tmp_latest);
-      f << dir.filename().string() << "\n";
-      if (!f) throw std::runtime_error("cannot write " + tmp_latest.string());
     }
     comm_->barrier();  // every shard and the model are in place before `latest` moves
-    if (comm_->rank() == 0) fs::rename(tmp_latest, fs::path(config_.checkpoint_dir) / "latest");
+    if (comm_->rank() == 0) write_latest(config_.checkpoint_dir, dir.filename().string());
     zero_->release_parameters();
     comm_->barrier();
     return;
@@ -135,13 +155,7 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
       state.push_back({name, {int64_t(span.size())}, span});
     save_safetensors(sidecar_path(model_path, "optim"), state,
                      {{"optimizer", optimizer_->name()}, {"step_count", std::to_string(optimizer_->step_count())}});
-    const fs::path tmp = fs::path(config_.checkpoint_dir) / "latest.tmp";
-    {
-      std::ofstream f(tmp);
-      f << dir.filename().string() << "\n";
-      if (!f) throw std::runtime_error("cannot write " + tmp.string());
-    }
-    fs::rename(tmp, fs::path(config_.checkpoint_dir) / "latest");
+    write_latest(config_.checkpoint_dir, dir.filename().string());
   }
   comm_->barrier();
 }

@@ -114,7 +114,12 @@ std::string local_host_id() {
   std::string boot;
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::getline(f, boot);
-  return std::string(host) + "|" + boot;
+  // Network namespaces on one machine share the hostname, the boot id and (usually)
+  // /dev/shm, yet they stand for separate hosts (containers, the multi-host fault test):
+  // their ranks must talk over the network, so the namespace is part of the identity.
+  char net[128] = {0};
+  ssize_t len = ::readlink("/proc/self/ns/net", net, sizeof net - 1);
+  return std::string(host) + "|" + boot + "|" + (len > 0 ? std::string(net, size_t(len)) : "");
 }
 
 std::vector<ShmChannelPtr> setup_shm_channels(Store& store, const ShmConfig& c) {

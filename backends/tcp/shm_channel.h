@@ -62,7 +62,7 @@ struct ShmConfig {
 // peer does not take part in time; falls back to TCP (logged) on any shm failure.
 std::vector<ShmChannelPtr> setup_shm_channels(Store& store, const ShmConfig& cfg);
 
-// "<hostname>|<boot id>".
+// "<hostname>|<boot id>|<network namespace>" (e.g. "net:[4026531840]").
 std::string local_host_id();
 
 }  // namespace dpt::tcp

@@ -37,3 +37,22 @@ if(TARGET train)
   set_tests_properties(reliability.garbage_during_training PROPERTIES TIMEOUT 120 LABELS fault PROCESSORS 2
                        ENVIRONMENT "COMM_TIMEOUT_S=60;COMM_RENDEZVOUS_TIMEOUT_S=60")
 endif()
+
+# Kill during save: rank 0 SIGKILLed 5 times while writing a checkpoint; `latest` must
+# always name a loadable one, and temp files are never taken for checkpoints.
+if(TARGET train)
+  add_test(NAME reliability.kill_during_save
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault_kill_during_save.sh $<TARGET_FILE:launch> $<TARGET_FILE:train> 5)
+  set_tests_properties(reliability.kill_during_save PROPERTIES TIMEOUT 120 LABELS fault PROCESSORS 2
+                       ENVIRONMENT "COMM_TIMEOUT_S=30;COMM_RENDEZVOUS_TIMEOUT_S=30")
+endif()
+
+# Several hosts: 2 network namespaces joined by a veth pair, demo + training + a cut link
+# across them over tcp. Needs root (CAP_NET_ADMIN); exits 77 (skipped) otherwise.
+if(TARGET train AND TARGET demo)
+  add_test(NAME reliability.netns_hosts
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault_netns_hosts.sh $<TARGET_FILE:demo> $<TARGET_FILE:train>
+                   $<TARGET_FILE:reliability_helper>)
+  set_tests_properties(reliability.netns_hosts PROPERTIES TIMEOUT 90 LABELS fault PROCESSORS 2 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "COMM_RENDEZVOUS_TIMEOUT_S=30")
+endif()
