@@ -6,6 +6,7 @@
 
 #include "comm/tcp_store.h"
 #include "comm/tcp_store_protocol.h"
+#include "comm/tcp_store_request.h"
 #include "comm/wire.h"
 
 namespace dpt {
@@ -80,7 +81,7 @@ void TcpStoreClient::authenticate(Clock::time_point deadline) {
   net::send_all(sock_.fd(), hello.data(), hello.size(), deadline, what);
   char challenge[kAuthChallengeBytes];
   net::recv_all(sock_.fd(), challenge, sizeof challenge, deadline, what);
-  if (wire::load_u32(challenge) != kAuthMagic || wire::load_u32(challenge + 4) != kAuthVersion)
+  if (scan_auth_hello(std::string_view(challenge, kAuthHelloBytes)).kind != Scan::complete)
     throw net::SocketError("malformed handshake from " + what + " (is that port really a dpt store?)");
   const std::string transcript = hello + std::string(challenge, kAuthHelloBytes);
   if (!check_handshake_proof(token_, kServerProofLabel, transcript,
@@ -92,20 +93,16 @@ void TcpStoreClient::authenticate(Clock::time_point deadline) {
 }
 
 std::string TcpStoreClient::call_once(const std::string& body, Clock::time_point deadline) {
-  std::string msg;
-  wire::put_u32(msg, kMagic);
-  wire::put_u32(msg, static_cast<uint32_t>(body.size()));
-  msg += body;
+  const std::string msg = store_message(body);
   std::string what = "store server " + address();
   net::send_all(sock_.fd(), msg.data(), msg.size(), deadline, what);
   char header[kHeaderBytes];
   net::recv_all(sock_.fd(), header, sizeof header, deadline, what);
-  uint32_t magic = wire::load_u32(header);
-  uint32_t len = wire::load_u32(header + 4);
-  if (magic != kMagic || len == 0 || len > kMaxBodyBytes)
+  const Scan scan = scan_store_message(std::string_view(header, sizeof header));
+  if (scan.kind == Scan::reject)
     throw net::SocketError("malformed reply from " + what + " (is that port really a dpt store?)");
-  std::string reply(len, '\0');
-  net::recv_all(sock_.fd(), reply.data(), len, deadline, what);
+  std::string reply(scan.size - kHeaderBytes, '\0');
+  net::recv_all(sock_.fd(), reply.data(), reply.size(), deadline, what);
   return reply;
 }
 
@@ -148,10 +145,7 @@ void TcpStoreClient::set(const std::string& key, const std::string& value) {
   if (value.size() > kMaxValueBytes)
     throw UsageError(ctx("store set"), "value of " + std::to_string(value.size()) + " bytes for key '" + key +
                                            "' exceeds the limit of " + std::to_string(kMaxValueBytes));
-  std::string body;
-  wire::put_u8(body, kSet);
-  wire::put_str(body, key);
-  wire::put_str(body, value);
+  const std::string body = encode_store_request(StoreRequest::set(key, value));
   std::string reply = call("store set", body, Millis(0), true);
   wire::Reader r(reply);
   check_status(r, ctx("store set"));
@@ -159,10 +153,7 @@ void TcpStoreClient::set(const std::string& key, const std::string& value) {
 
 std::string TcpStoreClient::get(const std::string& key, Millis timeout) {
   check_key(key);
-  std::string body;
-  wire::put_u8(body, kGet);
-  wire::put_u32(body, to_wire_ms(timeout));
-  wire::put_str(body, key);
+  const std::string body = encode_store_request(StoreRequest::get(key, to_wire_ms(timeout)));
   std::string reply = call("store get", body, timeout, true);
   wire::Reader r(reply);
   uint8_t status = r.u8();
@@ -175,10 +166,7 @@ std::string TcpStoreClient::get(const std::string& key, Millis timeout) {
 
 int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
   check_key(key);
-  std::string body;
-  wire::put_u8(body, kAdd);
-  wire::put_str(body, key);
-  wire::put_i64(body, delta);
+  const std::string body = encode_store_request(StoreRequest::add(key, delta));
   // Not retried: a lost reply does not tell whether the add happened.
   std::string reply = call("store add", body, Millis(0), false);
   wire::Reader r(reply);
@@ -189,14 +177,8 @@ int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
 void TcpStoreClient::wait(const std::vector<std::string>& keys, Millis timeout) {
   if (keys.empty()) return;
   if (keys.size() > kMaxKeys) throw UsageError(ctx("store wait"), "too many keys in one wait");
-  std::string body;
-  wire::put_u8(body, kWait);
-  wire::put_u32(body, to_wire_ms(timeout));
-  wire::put_u32(body, static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) {
-    check_key(k);
-    wire::put_str(body, k);
-  }
+  for (const auto& k : keys) check_key(k);
+  const std::string body = encode_store_request(StoreRequest::wait(keys, to_wire_ms(timeout)));
   std::string reply = call("store wait", body, timeout, true);
   wire::Reader r(reply);
   uint8_t status = r.u8();
@@ -212,13 +194,8 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, Millis timeout) 
 }
 
 bool TcpStoreClient::check(const std::vector<std::string>& keys) {
-  std::string body;
-  wire::put_u8(body, kCheck);
-  wire::put_u32(body, static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) {
-    check_key(k);
-    wire::put_str(body, k);
-  }
+  for (const auto& k : keys) check_key(k);
+  const std::string body = encode_store_request(StoreRequest::check(keys));
   std::string reply = call("store check", body, Millis(0), true);
   wire::Reader r(reply);
   check_status(r, ctx("store check"));

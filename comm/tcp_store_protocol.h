@@ -15,7 +15,8 @@
 //             server reads nothing but these bytes until the client's proof is right.
 // The server checks the magic and the length bound as soon as the 8 header bytes are in,
 // before buffering any body: an HTTP request, random bytes or a huge length closes that
-// connection at once and changes no state.
+// connection at once and changes no state. Framing and request decoding are pure
+// functions in comm/tcp_store_request.h (fuzzed by tests/fuzz/fuzz_store).
 //
 // Requests (body):             Replies (body: u8 status, then):
 //   set   key value              ok

@@ -26,6 +26,7 @@
 #include "comm/log.h"
 #include "comm/tcp_store.h"
 #include "comm/tcp_store_protocol.h"
+#include "comm/tcp_store_request.h"
 #include "comm/wire.h"
 
 namespace dpt {
@@ -62,13 +63,6 @@ struct Waiter {
   Clock::time_point deadline;
 };
 
-std::string reply_header(const std::string& body) {
-  std::string out;
-  wire::put_u32(out, kMagic);
-  wire::put_u32(out, static_cast<uint32_t>(body.size()));
-  return out + body;
-}
-
 }  // namespace
 
 struct TcpStoreServer::Impl {
@@ -95,8 +89,8 @@ struct TcpStoreServer::Impl {
   bool parse_requests(uint64_t id, Client& c);
   bool authenticate(Client& c);  // false: drop the client
   void drop_unauthenticated();
-  void handle(uint64_t id, Client& c, const std::string& body);
-  void send_reply(Client& c, const std::string& body) { c.out += reply_header(body); }
+  void handle(uint64_t id, Client& c, StoreRequest req);  // req is validated already
+  void send_reply(Client& c, const std::string& body) { c.out += store_message(body); }
   void park(uint64_t id, Client& c, Cmd cmd, std::vector<std::string> keys, uint32_t timeout_ms);
   // Advances a waiter past keys now present; answers it when complete. True if answered.
   bool advance(uint64_t wid);
@@ -264,11 +258,9 @@ bool TcpStoreServer::Impl::authenticate(Client& c) {
     return false;
   };
   if (c.auth == Auth::hello) {
-    // Garbage (an HTTP request, random bytes) is recognized by its first 4 bytes.
-    if (c.in.size() >= 4 && wire::load_u32(c.in.data()) != kAuthMagic)
-      return reject("not a dpt store client (bad handshake magic)");
-    if (c.in.size() < kAuthHelloBytes) return true;
-    if (wire::load_u32(c.in.data() + 4) != kAuthVersion) return reject("unsupported handshake version");
+    const Scan hello = scan_auth_hello(c.in);
+    if (hello.kind == Scan::reject) return reject(hello.reason.c_str());
+    if (hello.kind == Scan::need_more) return true;
     c.transcript = c.in.substr(0, kAuthHelloBytes);
     c.in.erase(0, kAuthHelloBytes);
     crypto::Nonce nonce = crypto::random_nonce();
@@ -314,40 +306,35 @@ bool TcpStoreServer::Impl::parse_requests(uint64_t id, Client& c) {
     if (c.auth != Auth::done) return true;
   }
   size_t pos = 0;
-  while (!c.parked && c.in.size() - pos >= kHeaderBytes) {
-    uint32_t magic = wire::load_u32(c.in.data() + pos);
-    uint32_t len = wire::load_u32(c.in.data() + pos + 4);
-    if (magic != kMagic || len == 0 || len > kMaxBodyBytes) {
+  while (!c.parked) {
+    const Scan msg = scan_store_message(std::string_view(c.in).substr(pos));
+    if (msg.kind == Scan::need_more) break;
+    if (msg.kind == Scan::reject) {
       ++rejected;
-      log::warn("store server: closing connection from {}: {} (not a dpt store client?)", c.peer,
-                magic != kMagic ? "bad magic" : "bad message length " + std::to_string(len));
+      log::warn("store server: closing connection from {}: {} (not a dpt store client?)", c.peer, msg.reason);
       return false;
     }
-    if (c.in.size() - pos - kHeaderBytes < len) break;
-    std::string body = c.in.substr(pos + kHeaderBytes, len);
-    pos += kHeaderBytes + len;
+    StoreRequest req;
     try {
-      handle(id, c, body);
+      req = decode_store_request(msg.body);  // validates fully before any state is touched
     } catch (const wire::WireError& e) {
       ++rejected;
       log::warn("store server: closing connection from {}: malformed request: {}", c.peer, e.what());
       return false;
     }
+    pos += msg.size;
+    handle(id, c, std::move(req));
   }
   c.in.erase(0, pos);
   return true;
 }
 
-void TcpStoreServer::Impl::handle(uint64_t id, Client& c, const std::string& body) {
-  wire::Reader r(body);
-  uint8_t cmd = r.u8();
+void TcpStoreServer::Impl::handle(uint64_t id, Client& c, StoreRequest req) {
   std::string reply;
-  switch (cmd) {
+  const std::string& key = req.key;
+  switch (req.cmd) {
     case kSet: {
-      std::string key = r.str(kMaxKeyBytes);
-      std::string value = r.str(kMaxValueBytes);
-      r.expect_end();  // validate fully before touching state
-      auto [it, inserted] = data.insert_or_assign(key, std::move(value));
+      auto [it, inserted] = data.insert_or_assign(key, std::move(req.value));
       if (inserted) ++key_count;
       wire::put_u8(reply, kOk);
       send_reply(c, reply);
@@ -355,9 +342,6 @@ void TcpStoreServer::Impl::handle(uint64_t id, Client& c, const std::string& bod
       return;
     }
     case kAdd: {
-      std::string key = r.str(kMaxKeyBytes);
-      int64_t delta = r.i64();
-      r.expect_end();
       auto it = data.find(key);
       int64_t value = 0;
       if (it != data.end()) {
@@ -372,7 +356,7 @@ void TcpStoreServer::Impl::handle(uint64_t id, Client& c, const std::string& bod
           return;
         }
       }
-      value += delta;
+      value += req.delta;
       bool inserted = it == data.end();
       data[key] = std::to_string(value);
       if (inserted) ++key_count;
@@ -382,33 +366,19 @@ void TcpStoreServer::Impl::handle(uint64_t id, Client& c, const std::string& bod
       key_set(key);
       return;
     }
-    case kGet: {
-      uint32_t timeout_ms = r.u32();
-      std::string key = r.str(kMaxKeyBytes);
-      r.expect_end();
-      park(id, c, kGet, {std::move(key)}, timeout_ms);
+    case kGet:
+      park(id, c, kGet, {std::move(req.key)}, req.timeout_ms);
       return;
-    }
     case kWait:
+      park(id, c, kWait, std::move(req.keys), req.timeout_ms);
+      return;
     case kCheck: {
-      uint32_t timeout_ms = cmd == kWait ? r.u32() : 0;
-      uint32_t n = r.u32();
-      if (n > kMaxKeys) throw wire::WireError("too many keys: " + std::to_string(n));
-      std::vector<std::string> keys;
-      for (uint32_t i = 0; i < n; ++i) keys.push_back(r.str(kMaxKeyBytes));
-      r.expect_end();
-      if (cmd == kWait) {
-        park(id, c, kWait, std::move(keys), timeout_ms);
-        return;
-      }
-      bool all = std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return data.count(k) > 0; });
+      bool all = std::all_of(req.keys.begin(), req.keys.end(), [&](const std::string& k) { return data.count(k) > 0; });
       wire::put_u8(reply, kOk);
       wire::put_u8(reply, all ? 1 : 0);
       send_reply(c, reply);
       return;
     }
-    default:
-      throw wire::WireError("unknown command " + std::to_string(cmd));
   }
 }
 

@@ -117,6 +117,21 @@ TEST_CASE("checkpoint: generic named tensors and the sidecar path", "[models][ch
   CHECK(load_safetensors(path).tensors.size() == 1);
 }
 
+// Found by tests/fuzz/fuzz_checkpoint: an empty tensor written first shares its offset
+// with the next one, and the loader used to reject the file as "gap or overlap".
+TEST_CASE("checkpoint: empty tensors load wherever the writer put them", "[models][checkpoint]") {
+  TempFolder dir;
+  const std::string path = (dir.path / "empty.safetensors").string();
+  std::vector<float> none, a{1, 2, 3, 4};
+  save_safetensors(path, {{"z_empty", {0, 4}, none}, {"a", {4}, a}, {"m_empty", {0}, none}});
+  auto c = load_safetensors(path);
+  REQUIRE(c.tensors.size() == 3);
+  CHECK(c.find("z_empty")->shape == std::vector<int64_t>{0, 4});
+  CHECK(c.find("z_empty")->data.empty());
+  CHECK(c.find("a")->data == a);
+  CHECK(c.find("m_empty")->data.empty());
+}
+
 TEST_CASE("checkpoint: truncated files fail with a clear error", "[models][checkpoint]") {
   TempFolder dir;
   const fs::path good = dir.path / "mlp.safetensors";

@@ -1,0 +1,85 @@
+// Named-tensor files in the safetensors format (readable by Python's safetensors/torch):
+//   bytes [0, 8)        N, the JSON header length, little-endian u64
+//   bytes [8, 8+N)      JSON: {"<name>": {"dtype": "F32", "shape": [...],
+//                              "data_offsets": [begin, end]}, ...,
+//                              "__metadata__": {"<key>": "<string>", ...}}
+//                       padded with spaces to a multiple of 8 bytes
+//   bytes [8+N, end)    the data; offsets are relative to its start, tensors are
+//                       contiguous, cover it exactly, raw little-endian.
+// Names are the model's plain parameter names ("fc1.weight", no "module." prefix).
+// We add "dpt.crc32" (CRC-32 of the data, 8 hex digits) to the metadata so a flipped
+// data byte is detected; files without it (e.g. written by Python) still load.
+//
+// Files are written atomically: a temporary file in the same folder is written,
+// fsync'd and renamed over the target, then the folder is fsync'd. A reader sees the
+// old file or the new one, never half of one.
+//
+// Every problem with a file on load throws CheckpointError naming the file and the
+// fault; nothing is allocated from a size read out of the file before that size is
+// checked against the file's real size. The parser (parse_safetensors) works on bytes
+// in memory, so it is also the entry point of the fuzz target tests/fuzz/fuzz_checkpoint.
+//
+// This file knows nothing of modules or parameter stores; models/checkpoint.h builds
+// model checkpoints on it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dpt {
+
+class CheckpointError : public std::runtime_error {
+ public:
+  CheckpointError(const std::string& path, const std::string& what)
+      : std::runtime_error("checkpoint " + path + ": " + what), path_(path) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+using Metadata = std::map<std::string, std::string>;
+
+struct NamedTensorView {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::span<const float> data;
+};
+
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+struct SafetensorsContents {
+  std::vector<NamedTensor> tensors;  // in file order of their data
+  Metadata metadata;
+  const NamedTensor* find(const std::string& name) const;
+};
+
+// Generic named-tensor files (model, optimizer state, anything float).
+void save_safetensors(const std::string& path, const std::vector<NamedTensorView>& tensors,
+                      const Metadata& metadata = {});
+// Reads the whole file, then parse_safetensors().
+SafetensorsContents load_safetensors(const std::string& path);
+
+// The bytes of a file in front of the tensor data: the 8-byte length, then the padded
+// JSON header that lays `tensors` out one after another in the order given, with
+// "dpt.crc32" of their data added to `metadata`. save_safetensors writes this, then
+// each tensor's data. Throws CheckpointError (naming `path_for_errors`) for an empty,
+// reserved or duplicate name, or a shape that does not match a tensor's data.
+std::string encode_safetensors_header(const std::vector<NamedTensorView>& tensors, const Metadata& metadata,
+                                      const std::string& path_for_errors);
+// Parses and validates a whole file's bytes; throws CheckpointError naming
+// `path_for_errors` for anything malformed. On success the tensors tile the data.
+SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::string& path_for_errors);
+
+// "[2, 3]", for error messages about shapes.
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace dpt
