@@ -108,6 +108,47 @@ static std::unique_ptr<Communicator> create_tcp(CommOptions options) {
   return create_tcp_communicator(b, options);
 }
 
+// NCCL's unique id travels from rank 0 over MPI under an MPI launcher, else through the
+// TCP store (rank 0 serves it at MASTER_ADDR:MASTER_PORT, authenticated by the job token).
+static std::unique_ptr<Communicator> create_nccl(CommOptions options) {
+  const LaunchInfo li = detect_launch();
+  NcclBootstrap b;
+  b.rank = li.rank;
+  b.world_size = li.world_size;
+  b.local_rank = li.local_rank;
+  b.local_size = li.local_size;
+  double rdzv_s = env::get_double(env::kRendezvousTimeoutS);
+  if (rdzv_s <= 0) throw std::invalid_argument("COMM_RENDEZVOUS_TIMEOUT_S must be positive");
+  b.init_timeout = Millis(static_cast<int64_t>(rdzv_s * 1000));
+  if (li.world_size > 1) {
+    const bool under_mpi = li.source == "openmpi" || li.source == "pmi";
+#ifdef DPT_HAVE_MPI
+    if (under_mpi && li.master_port == 0) {
+      b.share_from_rank0 = [](const std::string& v) { return mpi::broadcast_from_rank0(v); };
+    }
+#endif
+    if (!b.share_from_rank0) {
+      if (li.master_port == 0)
+        throw std::invalid_argument("backend nccl: MASTER_PORT is not set for a world of " + std::to_string(li.world_size) +
+                                    " ranks (launch with build/bin/launch, mpirun, or set MASTER_ADDR/MASTER_PORT)");
+      const std::string host = li.master_addr.empty() ? "127.0.0.1" : li.master_addr;
+      const std::string token = job_token_from_env();
+      const ErrorContext ctx{li.rank, li.world_size, "nccl", "rendezvous", -1, -1};
+      std::shared_ptr<TcpStoreServer> server;
+      if (li.rank == 0) server = std::make_shared<TcpStoreServer>(host, li.master_port, token);
+      b.keep_alive = server;
+      const int rank = li.rank;
+      const Millis timeout = b.init_timeout;
+      b.share_from_rank0 = [=](const std::string& v) {
+        TcpStoreClient store(host, li.master_port, timeout, ctx, token);
+        if (rank == 0) store.set("nccl/unique_id", v);
+        return rank == 0 ? v : store.get("nccl/unique_id", timeout);
+      };
+    }
+  }
+  return create_nccl_communicator(b, options);
+}
+
 std::unique_ptr<Communicator> create(const std::string& requested, CommOptions options) {
   bool is_known = false;
   for (const auto& k : known()) is_known |= (k == requested);
@@ -127,7 +168,7 @@ std::unique_ptr<Communicator> create(const std::string& requested, CommOptions o
     throw NotBuiltError("backend 'mpi' is not built: no MPI was found when this build was configured");
 #endif
   } else if (name == "nccl") {
-    c = create_nccl_communicator(options);
+    c = create_nccl(options);
   }
   log::set_rank(c->rank());
   log::info("created backend {} ({} of {})", name, c->rank(), c->size());

@@ -5,6 +5,7 @@
 #include "comm/algorithms/algorithms.h"
 #include "comm/algorithms/selector.h"
 #include "comm/collective_fingerprint.h"
+#include "comm/device/staging.h"
 #include "comm/env.h"
 #include "comm/reduce_kernels.h"
 #include "comm/subgroup_communicator.h"
@@ -90,7 +91,10 @@ WorkPtr Communicator::isend(const Buffer& buf, int peer, int64_t tag) {
   if (tag < 0 || tag > kMaxUserTag)
     throw UsageError(context("send", peer), "tag " + std::to_string(tag) + " outside [0, " + std::to_string(kMaxUserTag) + "]");
   if (aborted_) throw AbortedError(context("send", peer), "communicator was aborted: " + abort_reason_);
-  WorkPtr w = do_isend(buf, peer, tag);
+  check_device(buf, "send");
+  WorkPtr w = !buf.device.is_cpu() && buf.count > 0 && !takes_device_p2p()
+                  ? device::staged_isend(buf, [&](const Buffer& host) { return do_isend(host, peer, tag); })
+                  : do_isend(buf, peer, tag);
   w->set_default_timeout(wait_timeout());
   return w;
 }
@@ -101,15 +105,29 @@ WorkPtr Communicator::irecv(const Buffer& buf, int peer, int64_t tag) {
   if (tag < 0 || tag > kMaxUserTag)
     throw UsageError(context("recv", peer), "tag " + std::to_string(tag) + " outside [0, " + std::to_string(kMaxUserTag) + "]");
   if (aborted_) throw AbortedError(context("recv", peer), "communicator was aborted: " + abort_reason_);
-  WorkPtr w = do_irecv(buf, peer, tag);
+  check_device(buf, "recv");
+  WorkPtr w = !buf.device.is_cpu() && buf.count > 0 && !takes_device_p2p()
+                  ? device::staged_irecv(buf, [&](const Buffer& host) { return do_irecv(host, peer, tag); })
+                  : do_irecv(buf, peer, tag);
   w->set_default_timeout(wait_timeout());
   return w;
 }
 
 // ---- collectives: argument checks on the caller's thread, execution on the worker ----
 
+void Communicator::check_device(const Buffer& b, const char* op) const {
+  if (b.device.is_cpu() || b.count == 0) return;
+  try {
+    device::check_usable(b.device, "buffer");
+  } catch (const device::DeviceError& e) {
+    throw UsageError(context(op), e.what());
+  }
+}
+
 void Communicator::check_args(const CollArgs& a) const {
   auto fail = [&](const std::string& why) { throw UsageError(context(coll_name(a.kind)), why); };
+  check_device(a.send, coll_name(a.kind));
+  check_device(a.recv, coll_name(a.kind));
   const bool needs_root = a.kind == CollKind::reduce || a.kind == CollKind::broadcast ||
                           a.kind == CollKind::gather || a.kind == CollKind::scatter;
   if (needs_root && (a.root < 0 || a.root >= size_))
@@ -234,6 +252,19 @@ void Communicator::worker_loop() {
 
 void Communicator::execute(const CollArgs& a) {
   const Algo algo = resolve_algo(a);
+  if (algo != Algo::native && !runs_algorithms())
+    throw UsageError(context(coll_name(a.kind), -1, a.seq),
+                     "backend '" + backend_name() + "' runs only its own collectives; use --algo auto or native");
+  if (device::has_device_buffer(a, rank_) && !takes_device_buffers(a, algo)) {
+    if (!staging_) staging_ = std::make_unique<device::DeviceStaging>();
+    staging_->run(a, rank_, [&](const CollArgs& host) { execute_on_host(host, algo); });
+    return;
+  }
+  execute_on_host(a, algo);
+}
+
+// Runs `a` with `algo`; device buffers reach here only if the backend takes them.
+void Communicator::execute_on_host(const CollArgs& a, Algo algo) {
   if (algo == Algo::native) {
     if (!native_supports(a))
       throw UsageError(context(coll_name(a.kind), -1, a.seq),
@@ -259,7 +290,7 @@ void Communicator::execute(const CollArgs& a) {
     if (a.op == ReduceOp::avg) {
       const bool has_result = a.kind == CollKind::allreduce || a.kind == CollKind::reduce_scatter ||
                               (a.kind == CollKind::reduce && rank_ == a.root);
-      if (has_result) divide_in_place(a.recv.data, a.recv.count, a.recv.dtype, size_);
+      if (has_result) device::divide_in_place(a.recv.device, a.recv.data, a.recv.count, a.recv.dtype, size_);
     }
   }
 }

@@ -28,6 +28,8 @@
 
 namespace dpt {
 
+namespace device { class DeviceStaging; }
+
 enum class Algo : uint8_t { automatic, ring, tree, native };
 Algo parse_algo(std::string_view s);  // "auto|ring|tree|native"
 const char* algo_name(Algo a);
@@ -153,6 +155,15 @@ class Communicator {
   // Backend-specific split; the default builds a SubgroupCommunicator over this one.
   virtual std::unique_ptr<Communicator> do_split(int color, int key);
   virtual void do_abort(const std::string& reason) {}
+  // Device buffers: a backend that can take them itself (NCCL; a CUDA-aware MPI for its
+  // native collectives and point-to-point) says so here; otherwise the base class stages
+  // them through pinned host memory (comm/device/staging.h) and the backend and the
+  // algorithms only ever see host buffers.
+  virtual bool takes_device_buffers(const CollArgs& a, Algo resolved) const { return false; }
+  virtual bool takes_device_p2p() const { return false; }
+  // False for a backend whose collectives must all be native (NCCL: the algorithms
+  // reduce on the host, which device memory does not allow without staging).
+  virtual bool runs_algorithms() const { return true; }
   // Subclasses must call this first in their destructor (joins the worker before the
   // backend's members go away).
   void shutdown_worker();
@@ -165,7 +176,9 @@ class Communicator {
   WorkPtr enqueue(CollArgs args);
   void worker_loop();
   void execute(const CollArgs& a);
+  void execute_on_host(const CollArgs& a, Algo algo);
   void check_args(const CollArgs& a) const;
+  void check_device(const Buffer& b, const char* op) const;
 
   int rank_;
   int size_;
@@ -180,6 +193,7 @@ class Communicator {
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;
   std::exception_ptr broken_;      // first error: later collectives fail fast with it
+  std::unique_ptr<device::DeviceStaging> staging_;  // worker thread only; made on first use
 };
 
 }  // namespace dpt

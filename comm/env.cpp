@@ -32,6 +32,11 @@ const std::vector<Knob>& knobs() {
       {kDebugCollectives, "0",
        "1 = before each collective the ranks compare (op, dtype, count, root, sequence number) and raise "
        "MismatchError on a difference (costs one small allgather per collective)"},
+      {kStagingSegmentBytes, "4194304",
+       "device buffers on a backend that moves host memory: bytes per pipelined staging segment (device-to-host copy, "
+       "collective and host-to-device copy of successive segments overlap)"},
+      {kEmulateDevice, "0",
+       "tests only: 1 = cuda:0 is emulated with host memory, so the device-buffer paths run on a machine without a GPU"},
       {"MASTER_ADDR", "127.0.0.1", "rendezvous host (rank 0 serves the store there)"},
       {"MASTER_PORT", "29500", "rendezvous port (under mpirun without it, a free port is agreed over MPI)"},
       {"RANK / WORLD_SIZE / LOCAL_RANK", "", "torchrun-style launch variables (also read: OMPI_COMM_WORLD_*, PMI_*, SLURM_*)"},

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "backends/registry.h"
+#include "comm/device/device_runtime.h"
 #include "comm/env.h"
+#include "comm/launch_env.h"
 #include "tools/comm_bench/check.h"
 #include "tools/comm_bench/layout.h"
 #include "tools/comm_bench/options.h"
@@ -64,9 +66,9 @@ struct Views {
   Buffer send, recv;
 };
 
-Views make_views(const Options& o, const Layout& l, char* sbase, char* rbase, int rank) {
+Views make_views(const Options& o, const Layout& l, char* sbase, char* rbase, int rank, Device dev = {}) {
   const size_t es = dtype_size(o.dtype);
-  Views v{Buffer{sbase, l.send_count, o.dtype, {}}, Buffer{rbase, l.recv_count, o.dtype, {}}};
+  Views v{Buffer{sbase, l.send_count, o.dtype, dev}, Buffer{rbase, l.recv_count, o.dtype, dev}};
   if (!o.in_place) return v;
   switch (o.coll) {
     case CollKind::reduce_scatter:  // recv is send's own slot
@@ -136,7 +138,8 @@ void write_json(const std::string& path, const Options& o, const std::string& ba
   f << "{\n  \"coll\": \"" << coll_name(o.coll) << "\", \"backend\": \"" << backend << "\", \"ranks\": " << n
     << ", \"type\": \"" << nccl_type_name(o.dtype) << "\", \"redop\": \"" << reduce_op_name(o.op)
     << "\", \"algo\": \"" << o.algo << "\", \"inplace\": " << (o.in_place ? "true" : "false")
-    << ", \"tcp_shm\": \"" << env::get_string("COMM_TCP_SHM") << "\",\n  \"rows\": [\n";
+    << ", \"device\": \"" << (o.on_device ? "cuda" : "cpu")
+    << "\", \"tcp_shm\": \"" << env::get_string("COMM_TCP_SHM") << "\",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     char line[512];
@@ -164,16 +167,36 @@ int run(const Options& o) {
 
   const Layout biggest = layout_for(o.coll, o.max_bytes, o.dtype, n);
   const size_t es = dtype_size(o.dtype);
+  // Host buffers; with --device cuda they are the host mirrors that inputs are written
+  // to and results checked in, and the collectives run on device copies.
   AlignedBytes sbuf(biggest.send_count * es), rbuf(biggest.recv_count * es);
-  if (root_prints) print_header(o, c, c.backend_name());
+  Device dev{};
+  device::DeviceMemory sdev, rdev;
+  if (o.on_device) {
+    dev = device::for_local_rank(detect_launch().local_rank);
+    device::set_current(dev);
+    sdev = device::DeviceMemory(dev, std::max<size_t>(1, biggest.send_count * es));
+    rdev = device::DeviceMemory(dev, std::max<size_t>(1, biggest.recv_count * es));
+  }
+  auto to_device = [&](const Layout& l) {
+    if (!o.on_device) return;
+    device::copy(sdev.data(), sbuf.get(), l.send_count * es);
+    device::copy(rdev.data(), rbuf.get(), l.recv_count * es);
+  };
+  if (root_prints) {
+    print_header(o, c, c.backend_name());
+    if (o.on_device) std::printf("# buffers on %s: %s\n#\n", dev.str().c_str(), device::describe().c_str());
+  }
 
   std::vector<Row> rows;
   int64_t total_wrong = 0;
   double bw_sum = 0;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes = std::max(bytes * o.factor, bytes + 1)) {
     const Layout l = layout_for(o.coll, bytes, o.dtype, n);
-    const Views v = make_views(o, l, sbuf.get(), rbuf.get(), r);
-    prepare_check(o, l, v, rbuf.get(), r);  // timing runs on the same kind of data
+    const Views hv = make_views(o, l, sbuf.get(), rbuf.get(), r);
+    const Views v = o.on_device ? make_views(o, l, static_cast<char*>(sdev.data()), static_cast<char*>(rdev.data()), r, dev) : hv;
+    prepare_check(o, l, hv, rbuf.get(), r);  // timing runs on the same kind of data
+    to_device(l);
     for (int i = 0; i < o.warmup; ++i) issue(c, o, v)->wait();
     c.barrier();
     std::vector<WorkPtr> works;
@@ -187,9 +210,14 @@ int run(const Options& o) {
 
     int64_t wrong = 0;
     if (o.check) {
-      prepare_check(o, l, v, rbuf.get(), r);
+      prepare_check(o, l, hv, rbuf.get(), r);
+      to_device(l);
       issue(c, o, v)->wait();
-      wrong = int64_t(count_wrong(o.coll, v.recv.data, l, o.dtype, o.op, r, n, o.root));
+      if (o.on_device) {  // results back to the host mirrors (recv may lie in send, in place)
+        device::copy(sbuf.get(), sdev.data(), l.send_count * es);
+        device::copy(rbuf.get(), rdev.data(), l.recv_count * es);
+      }
+      wrong = int64_t(count_wrong(o.coll, hv.recv.data, l, o.dtype, o.op, r, n, o.root));
       c.allreduce(Buffer{&wrong, 1, DType::i64, {}}, Buffer{&wrong, 1, DType::i64, {}}, ReduceOp::sum);
     }
     Row row;

@@ -45,7 +45,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("algo", po::value(&c.algo)->default_value("auto"), "auto | ring | tree | native")
     ("zero", po::value(&c.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
     ("overlap-comm", po::value(&c.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
-    ("device", po::value(&c.device)->default_value("cpu"), "cpu (cuda: not built)")
+    ("device", po::value(&c.device)->default_value("cpu"), "cpu (models on cuda are not implemented yet; the communicators already take device buffers)")
     ("epochs", po::value(&c.cfg.epochs)->default_value(3), "epochs")
     ("steps", po::value(&c.cfg.steps)->default_value(0), "stop after this many steps (0: run the epochs)")
     ("batch-size", po::value(&c.cfg.batch_size)->default_value(32), "samples per rank per micro-step")
@@ -125,7 +125,8 @@ int main(int argc, char** argv) {
     if (c.zero >= 2 && c.grad_compress != "none") throw std::invalid_argument("--grad-compress with --zero 2|3: ZeRO-2/3 reduce fp32 gradients only");
     c.cfg.zero_stage = c.zero;
     if (c.overlap_comm == "off") c.no_overlap = true;
-    if (c.device != "cpu") throw std::invalid_argument("--device " + c.device + ": this build trains on cpu only");
+    if (c.device != "cpu")
+      throw std::invalid_argument("--device " + c.device + ": models train on the cpu only in this version (Tensor, layers and optimizers have no CUDA kernels yet; the communicators and comm_bench --device cuda already move device buffers)");
     c.cfg.shuffle = !c.no_shuffle;
     c.cfg.lr_config.lr = c.lr;
     c.cfg.ddp.bucket_bytes = size_t(c.bucket_mb * (1 << 20));

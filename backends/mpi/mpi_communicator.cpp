@@ -1,6 +1,9 @@
 #include "backends/mpi/mpi_communicator.h"
 
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's extensions: MPIX_Query_cuda_support
+#endif
 
 #include <climits>
 #include <cstring>
@@ -8,10 +11,21 @@
 
 #include "backends/mpi/mpi_runtime.h"
 #include "backends/mpi/mpi_work.h"
-#include "comm/reduce_kernels.h"
+#include "comm/device/device_runtime.h"
 
 namespace dpt {
 namespace {
+
+// Whether this MPI library moves device pointers itself. Open MPI answers at run time
+// (it may be built with CUDA support and still run without it); other MPIs or Open MPI
+// builds without the extension are treated as not CUDA-aware.
+bool mpi_is_cuda_aware() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
+}
 
 // MPI has no standard f16/bf16 datatype; those run on the project's algorithms.
 bool mpi_type(DType t, MPI_Datatype* out) {
@@ -48,6 +62,7 @@ class MpiCommunicator : public Communicator {
     int flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     tag_ub_ = flag && ub ? *ub : 32767;
+    cuda_aware_ = mpi_is_cuda_aware();
   }
 
   ~MpiCommunicator() override {
@@ -69,9 +84,15 @@ class MpiCommunicator : public Communicator {
   bool native_supports(const CollArgs& a) const override {
     MPI_Datatype t;
     if (a.kind == CollKind::barrier) return true;
-    return mpi_type(a.recv.dtype, &t) && a.recv.device.is_cpu() && a.send.bytes() <= size_t(INT_MAX) &&
-           a.recv.bytes() <= size_t(INT_MAX);
+    return mpi_type(a.recv.dtype, &t) && a.send.bytes() <= size_t(INT_MAX) && a.recv.bytes() <= size_t(INT_MAX);
   }
+
+  // A CUDA-aware MPI gets device pointers for its own collectives and for point-to-point;
+  // our algorithms reduce on the host, so with them device buffers are staged.
+  bool takes_device_buffers(const CollArgs&, Algo resolved) const override {
+    return cuda_aware_ && resolved == Algo::native;
+  }
+  bool takes_device_p2p() const override { return cuda_aware_; }
 
   void run_native(const CollArgs& a) override;
 
@@ -115,6 +136,7 @@ class MpiCommunicator : public Communicator {
 
   MPI_Comm p2p_ = MPI_COMM_NULL, algo_ = MPI_COMM_NULL, native_ = MPI_COMM_NULL;
   int tag_ub_ = 32767;
+  bool cuda_aware_ = false;
   std::atomic<bool> aborted_flag_{false};
 };
 
@@ -129,6 +151,7 @@ void MpiCommunicator::run_native(const CollArgs& a) {
     return static_cast<char*>(big.data) + size_t(slot) * small.count * esize == small.data;
   };
   std::vector<char> scratch;
+  device::DeviceMemory device_scratch;
   MPI_Request req = MPI_REQUEST_NULL;
   int rc = MPI_SUCCESS;
   switch (a.kind) {
@@ -149,8 +172,13 @@ void MpiCommunicator::run_native(const CollArgs& a) {
       // NCCL's in-place (recv inside send) is not MPI's: receive into scratch and copy.
       void* out = a.recv.data;
       if (in_place_at(a.send, a.recv, r)) {
-        scratch.resize(a.recv.bytes());
-        out = scratch.data();
+        if (a.recv.device.is_cpu()) {
+          scratch.resize(a.recv.bytes());
+          out = scratch.data();
+        } else {  // a CUDA-aware MPI: the scratch lives beside the data
+          device_scratch = device::DeviceMemory(a.recv.device, a.recv.bytes());
+          out = device_scratch.data();
+        }
       }
       rc = MPI_Ireduce_scatter_block(a.send.data, out, int(a.recv.count), t, op, native_, &req);
       break;
@@ -180,10 +208,11 @@ void MpiCommunicator::run_native(const CollArgs& a) {
   if (rc != MPI_SUCCESS) throw CommError(ctx, mpi::error_string(rc));
   mpi_wait(req, ctx, timeout(), &aborted_flag_);
   if (!scratch.empty()) std::memcpy(a.recv.data, scratch.data(), scratch.size());
+  if (device_scratch.data()) device::copy(a.recv.data, device_scratch.data(), a.recv.bytes());
   if (a.op == ReduceOp::avg) {
     const bool has_result = a.kind == CollKind::allreduce || a.kind == CollKind::reduce_scatter ||
                             (a.kind == CollKind::reduce && r == a.root);
-    if (has_result) divide_in_place(a.recv.data, a.recv.count, a.recv.dtype, n);
+    if (has_result) device::divide_in_place(a.recv.device, a.recv.data, a.recv.count, a.recv.dtype, n);
   }
 }
 

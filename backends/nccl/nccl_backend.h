@@ -1,7 +1,7 @@
 #pragma once
-// The nccl backend's entry points. Until the NCCL backend is written (the GPU issue),
-// and in builds without CUDA/NCCL, a stub answers "not built" with the reason, so
-// callers need no #ifdef.
+// The nccl backend's entry points. Builds without CUDA/NCCL get a stub (nccl_stub.cpp)
+// that answers "not built" with the reason, so callers need no #ifdef.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -9,8 +9,22 @@
 
 namespace dpt {
 
+// What a rank needs to join an NCCL communicator. The registry fills it from the launch
+// environment: `share_from_rank0` hands rank 0's unique id to every rank (over MPI under
+// mpirun, else through the TCP store), and `keep_alive` holds whatever serves that
+// exchange (rank 0's store server) until the communicator is gone.
+struct NcclBootstrap {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::function<std::string(const std::string& rank0_value)> share_from_rank0;
+  Millis init_timeout{std::chrono::seconds(120)};
+  std::shared_ptr<void> keep_alive;
+};
+
 bool nccl_built();
 std::string nccl_status();
-std::unique_ptr<Communicator> create_nccl_communicator(CommOptions options);
+std::unique_ptr<Communicator> create_nccl_communicator(const NcclBootstrap& b, CommOptions options);
 
 }  // namespace dpt

@@ -11,7 +11,7 @@ bool nccl_built() { return false; }
 
 std::string nccl_status() { return "not built (" DPT_NCCL_STUB_REASON ")"; }
 
-std::unique_ptr<Communicator> create_nccl_communicator(CommOptions) {
+std::unique_ptr<Communicator> create_nccl_communicator(const NcclBootstrap&, CommOptions) {
   throw NotBuiltError("backend 'nccl' is " + nccl_status() + "; built backends: mpi, tcp");
 }
 

@@ -30,14 +30,6 @@ std::vector<size_t> counts(int n, DType t, bool big) {
   return c;
 }
 
-struct Failures {
-  std::ostringstream msg;
-  int count = 0;
-  void add(const std::string& what) {
-    if (count++ < 5) msg << what << "\n";
-  }
-};
-
 void fill_input(std::vector<char>& buf, DType t, int r, ReduceOp op, size_t count, size_t offset = 0) {
   for (size_t i = 0; i < count; ++i) store_value(t, buf.data(), i, input_value(r, i + offset, op));
 }

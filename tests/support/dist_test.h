@@ -5,6 +5,7 @@
 // all_ok(), so the others do not run ahead into a collective the failing rank skips.
 #include <catch2/catch.hpp>
 
+#include <sstream>
 #include <string>
 
 #include "comm/communicator.h"
@@ -17,5 +18,14 @@ const std::string& backend();
 // True when `ok` holds on every rank. This rank's failure is reported with `what`; the
 // other ranks report that some rank failed.
 bool all_ok(bool ok, const std::string& what);
+
+// Collects the failures of a sweep; the first five are kept for the message.
+struct Failures {
+  std::ostringstream msg;
+  int count = 0;
+  void add(const std::string& what) {
+    if (count++ < 5) msg << what << "\n";
+  }
+};
 
 }  // namespace dpt::test

@@ -52,7 +52,8 @@ Options parse_options(int argc, char** argv) {
       {"-n", "--iters", true},    {"-w", "--warmup_iters", true}, {"-c", "--check", true},
       {"-d", "--datatype", true}, {"-o", "--op", true},       {"-r", "--root", true},
       {nullptr, "--coll", true},  {nullptr, "--backend", true}, {nullptr, "--algo", true},
-      {nullptr, "--json", true},  {nullptr, "--inplace", false}, {"-h", "--help", false}};
+      {nullptr, "--json", true},  {nullptr, "--inplace", false}, {nullptr, "--device", true},
+      {"-h", "--help", false}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], value;
     const Flag* flag = nullptr;
@@ -88,6 +89,10 @@ Options parse_options(int argc, char** argv) {
     else if (name == "--algo") { parse_algo(value); o.algo = value; }
     else if (name == "--json") o.json_path = value;
     else if (name == "--inplace") o.in_place = true;
+    else if (name == "--device") {
+      if (value != "cpu" && value != "cuda") throw std::invalid_argument("--device must be cpu or cuda, not '" + value + "'");
+      o.on_device = value == "cuda";
+    }
     else if (name == "--help") o.help = true;
   }
   if (o.min_bytes > o.max_bytes) throw std::invalid_argument("-b (min bytes) is larger than -e (max bytes)");
@@ -110,6 +115,7 @@ const char* usage() {
          "      --algo A          auto ring tree native [auto]\n"
          "      --inplace         run in place (NCCL's conventions)\n"
          "      --json FILE       also write the rows as JSON (rank 0)\n"
+         "      --device D        cpu or cuda: where the buffers live (cuda: GPU LOCAL_RANK mod count) [cpu]\n"
          "Columns: size (bytes of the largest buffer), count (elements per rank's piece),\n"
          "time_us (slowest rank's mean), algbw = size/time, busbw = algbw * nccl-tests' factor,\n"
          "wrong = elements that differ from the exact expected result (-c 1).\n";

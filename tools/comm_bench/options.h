@@ -26,6 +26,7 @@ struct Options {
   std::string backend;  // empty: COMM_BACKEND or auto
   std::string algo = "auto";
   bool in_place = false;
+  bool on_device = false;  // --device cuda: buffers on this rank's GPU (LOCAL_RANK)
   std::string json_path;
   bool help = false;
 };
