@@ -8,7 +8,10 @@
 #   gloo-*      Gloo over its TCP transport (bench/gloo_bench, if libgloo-dev was found):
 #               ring_chunked, bcube, halving_doubling; "gloo-best" is the best per size
 # for allreduce and reduce_scatter, then writes bench/results/results.md (tables and the
-# issue's ratios) and bench/results/busbw.png (gnuplot). The candidates are interleaved
+# issue's ratios) and bench/results/busbw.png (gnuplot). Every candidate runs in place,
+# as Gloo's algorithms always do (and as DDP's gradient buckets are reduced). Before
+# the candidates, bench/physical_limits measures memcpy and loopback TCP bandwidth, the
+# ceilings the figures are read against. The candidates are interleaved
 # (each repetition runs every candidate once, in turn) and the median is reported, so
 # slow phases of a shared machine hit all of them alike.
 #   bench/compare.sh [BUILD_DIR]          (default build-bench, then build)
@@ -22,11 +25,11 @@ REPS=${REPS:-3} ITERS=${ITERS:-10} WARMUP=${WARMUP:-3} MIN=${MIN:-4K} MAX=${MAX:
 OUT=bench/results
 RAW=$OUT/raw
 rm -rf "$RAW" && mkdir -p "$RAW"
-for b in comm_bench launch; do [[ -x $BIN/$b ]] || { echo "compare.sh: $BIN/$b missing (cmake --build $BUILD --target $b)"; exit 1; }; done
+for b in comm_bench launch physical_limits; do [[ -x $BIN/$b ]] || { echo "compare.sh: $BIN/$b missing (cmake --build $BUILD --target $b)"; exit 1; }; done
 HAVE_GLOO=0; [[ -x $BIN/gloo_bench ]] && HAVE_GLOO=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MPIRUN=(mpirun --oversubscribe --bind-to none)
-SIZES=(-b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w "$WARMUP" -c 0)
+SIZES=(-b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w "$WARMUP" -c 0 --inplace)
 
 # run LABEL NP COLL REP command...: rank 0's rows go to raw/LABEL.COLL.npNP.repREP.txt
 run() {
@@ -39,6 +42,7 @@ run() {
 }
 
 echo "compare.sh: $BIN, sizes $MIN..$MAX, $REPS repetition(s), ranks: $NPS, gloo: $HAVE_GLOO"
+"$BIN/physical_limits" 2 | tee "$RAW/limits.txt"
 for rep in $(seq 1 "$REPS"); do
   for np in $NPS; do
     for coll in allreduce reduce_scatter; do

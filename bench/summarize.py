@@ -7,7 +7,13 @@ import collections, glob, os, re, statistics, sys
 raw, out, nps = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split()]
 # data[(coll, np)][label][size] -> list of (time_us, busbw)
 data = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
+limits = {}  # "tcp loopback 2-way" -> GB/s, from physical_limits
+if os.path.exists(os.path.join(raw, "limits.txt")):
+    for line in open(os.path.join(raw, "limits.txt")):
+        m = re.match(r"(.+?)\s+([0-9.]+) GB/s", line)
+        if m and not line.startswith("#"): limits[m.group(1).strip()] = float(m.group(2))
 for f in glob.glob(os.path.join(raw, "*.txt")):
+    if os.path.basename(f) == "limits.txt": continue
     m = re.match(r"(.+)\.(allreduce|reduce_scatter)\.np(\d+)\.rep\d+\.txt", os.path.basename(f))
     label, coll, np = m.group(1), m.group(2), int(m.group(3))
     for line in open(f):
@@ -25,7 +31,10 @@ def fmt_size(s):
         if s >= 1 << k and s % (1 << k) == 0: return f"{s >> k} {unit}"
     return f"{s} B"
 
-lines = ["# comm_bench comparison (float32 sum, median of repetitions)", ""]
+lines = ["# comm_bench comparison (float32 sum, in place, median of repetitions)", ""]
+if limits:
+    lines += ["## This machine's limits (bench/physical_limits)", "", "| measure | GB/s |", "|---|---:|"]
+    lines += [f"| {k} | {v:.2f} |" for k, v in limits.items()] + [""]
 ratio_lines = []
 gp_plots = []
 for coll in ("allreduce", "reduce_scatter"):
@@ -72,6 +81,13 @@ for coll in ("allreduce", "reduce_scatter"):
         MiB = 1 << 20
         if coll == "allreduce" and "gloo-best" in d:
             show("tcp-noshm / gloo-best busbw", ratio("tcp-noshm", "gloo-best", MiB, 64 * MiB), 2.0)
+            if "tcp loopback 2-way" in limits and np == 2:
+                # A 2-rank ring moves every byte both ways at once: its busbw cannot pass
+                # the 2-way loopback rate, so this is the highest ratio reachable here.
+                cap = [(s, limits["tcp loopback 2-way"] / med(d["gloo-best"][s], 1)) for s in sizes
+                       if MiB <= s <= 64 * MiB and d["gloo-best"][s]]
+                ratio_lines.append(f"| {coll} np{np} | ceiling: tcp loopback 2-way / gloo-best busbw | " +
+                                   ", ".join(f"{fmt_size(s)}: {r:.2f}" for s, r in cap) + " | (physical) | - |")
             show("tcp-noshm / gloo-best time @4 KiB", ratio("tcp-noshm", "gloo-best", 4096, 4096, 0), 0.25, ge=False)
         show("tcp-shm / mpi-native busbw", ratio("tcp-shm", "mpi-native", 64 << 10, 64 * MiB), 1.0)
         if coll == "allreduce":

@@ -207,7 +207,8 @@ WorkPtr Communicator::barrier_async() {
 
 Algo Communicator::resolve_algo(const CollArgs& a) const {
   Algo requested = a.algo == Algo::automatic ? options_.algo : a.algo;
-  return algo::select(a, requested, size_, native_supports(a), options_.thresholds);
+  const bool native_ok = native_supports(a);
+  return algo::select(a, requested, size_, native_ok, native_ok && native_preferred(a), options_.thresholds);
 }
 
 void Communicator::worker_loop() {

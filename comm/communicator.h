@@ -152,6 +152,9 @@ class Communicator {
   // Native collectives, run on the worker thread; run_native blocks until done.
   virtual bool native_supports(const CollArgs& a) const { return false; }
   virtual void run_native(const CollArgs& a) { throw std::logic_error("no native collective"); }
+  // True when `auto` should take the native collective for `a` (the tcp backend's
+  // shared-memory arena); Open MPI's are taken only when asked for.
+  virtual bool native_preferred(const CollArgs& a) const { return false; }
   // Backend-specific split; the default builds a SubgroupCommunicator over this one.
   virtual std::unique_ptr<Communicator> do_split(int color, int key);
   virtual void do_abort(const std::string& reason) {}

@@ -23,7 +23,13 @@ const std::vector<Knob>& knobs() {
        "tcp backend: 1 = peers on the same host exchange data through shared memory (the TCP connection stays for liveness); 0 = TCP only"},
       {"COMM_TCP_SHM_RING_BYTES", "1048576", "tcp backend: bytes of each shared-memory ring (per direction per peer pair; a power of two)"},
       {"COMM_TCP_SHM_SPIN_US", "200",
-       "tcp backend: microseconds the engine polls the shared-memory rings without sleeping after the last byte moved (while ops wait)"},
+       "tcp backend: microseconds a shared-memory wait spins before it sleeps (the engine polling its rings after the last byte "
+       "moved; a collective waiting at an arena barrier)"},
+      {"COMM_TCP_SHM_COLL", "1",
+       "tcp backend: 1 = when every rank is on one host, collectives run in one shared-memory arena (`auto` and `native` pick "
+       "them); 0 = collectives are always messages"},
+      {"COMM_TCP_SHM_SLOT_BYTES", "262144",
+       "tcp backend: bytes each rank moves per round in the shared-memory arena (two slots per rank; a multiple of 4096)"},
       {"COMM_TCP_MAX_UNEXPECTED_BYTES", "268435456",
        "tcp backend: bytes of messages buffered before their receive is posted; beyond it the sender is slowed (TCP flow control)"},
       {kJobToken, "",

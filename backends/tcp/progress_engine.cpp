@@ -120,6 +120,9 @@ struct ProgressEngine::Impl {
   bool shutdown_requested = false;
   Millis shutdown_grace{5000};
   bool exited = false;
+  Failure failure_seen;  // copied from the engine thread's state by fail_communicator
+  std::atomic<bool> failed_flag{false};
+  std::unique_ptr<std::atomic<bool>[]> departed_flags;
 
   // ---- engine thread only ----
   bool failed = false;
@@ -747,6 +750,7 @@ void ProgressEngine::Impl::on_connection_lost(Peer& p, const std::string& detail
 
 void ProgressEngine::Impl::on_goodbye(Peer& p) {
   p.state = PeerState::departed;
+  departed_flags[size_t(p.rank)].store(true, std::memory_order_release);
   // Its frames that arrived before the goodbye stay receivable (unexpected queue);
   // everything else waiting on it can never complete.
   for (auto& [tag, q] : p.posted)
@@ -763,6 +767,11 @@ void ProgressEngine::Impl::fail_communicator(const std::string& detail, bool loc
   failed = true;
   failed_by_abort = local_abort;
   fail_detail = detail;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    failure_seen = Failure{local_abort, culprit, detail};
+  }
+  failed_flag.store(true, std::memory_order_release);
   close_deadline = Clock::now() + kAbortFlush;
   size_t failed_ops = 0;
   std::string reason = detail.size() > kMaxAbortReason ? detail.substr(0, kMaxAbortReason) : detail;
@@ -901,6 +910,7 @@ ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> socket
   m.channels = std::move(shm);
   m.channels.resize(static_cast<size_t>(m.cfg.world));
   m.peers.resize(static_cast<size_t>(m.cfg.world));
+  m.departed_flags = std::make_unique<std::atomic<bool>[]>(size_t(m.cfg.world));
   for (int r = 0; r < m.cfg.world; ++r) {
     Peer& p = m.peers[static_cast<size_t>(r)];
     p.rank = r;
@@ -955,6 +965,17 @@ void ProgressEngine::shutdown(Millis grace) {
   }
   m.wake();
   if (m.thread.joinable() && std::this_thread::get_id() != m.thread.get_id()) m.thread.join();
+}
+
+bool ProgressEngine::has_failed() const { return impl_->failed_flag.load(std::memory_order_acquire); }
+
+ProgressEngine::Failure ProgressEngine::failure() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->failure_seen;
+}
+
+bool ProgressEngine::departed(int peer) const {
+  return peer >= 0 && peer < impl_->cfg.world && impl_->departed_flags[size_t(peer)].load(std::memory_order_acquire);
 }
 
 ProgressEngine::Stats ProgressEngine::stats() const {

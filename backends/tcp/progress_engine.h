@@ -82,6 +82,19 @@ class ProgressEngine {
   // ops still pending after `grace` fail with AbortedError. Joins the thread.
   void shutdown(Millis grace);
 
+  // For threads that move bytes outside the engine (the shared-memory collectives,
+  // shm_arena.h) and must stop waiting on peers once the engine knows they are gone:
+  // the communicator failed (a peer died or sent an abort, or abort() was called), or a
+  // peer said goodbye. has_failed() and departed() are one atomic load each.
+  struct Failure {
+    bool by_abort = false;  // abort() on this rank, not a peer
+    int culprit = -1;       // the peer that failed, when known
+    std::string detail;
+  };
+  bool has_failed() const;
+  Failure failure() const;  // meaningful once has_failed()
+  bool departed(int peer) const;
+
   struct Stats {
     uint64_t frames_sent = 0, frames_received = 0, bytes_sent = 0, bytes_received = 0;
     uint64_t unexpected_frames = 0, unexpected_peak_bytes = 0;

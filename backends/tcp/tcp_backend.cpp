@@ -97,8 +97,28 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
   int shm_peers = 0;
   for (const auto& ch : channels) shm_peers += ch != nullptr;
   log::debug("tcp: {} of {} peers over shared memory", shm_peers, b.world_size - 1);
+
+  // Every rank on this host: the collectives can run in one shared arena instead.
+  tcp::ArenaConfig arena;
+  arena.rank = b.rank;
+  arena.world = b.world_size;
+  arena.enabled = env::get_bool(kTcpShmCollEnv) && shm_peers == b.world_size - 1;
+  const int64_t slot = env::get_int(kTcpShmSlotBytesEnv);
+  if (slot < 65536 || slot % 4096 != 0)
+    throw std::invalid_argument("COMM_TCP_SHM_SLOT_BYTES must be a multiple of 4096 of at least 65536");
+  arena.slot_bytes = uint64_t(slot);
+  const int64_t spin = env::get_int(kTcpShmSpinUsEnv);
+  if (spin < 0) throw std::invalid_argument("COMM_TCP_SHM_SPIN_US must be >= 0");
+  arena.spin = std::chrono::microseconds(spin);
+  arena.job_id = mesh.job_id;
+  arena.comm_id = cfg.comm_id;
+  arena.prefix = cfg.prefix;
+  arena.timeout = rdzv_timeout;
+  arena.ctx = ctx;
+  std::unique_ptr<tcp::ShmArena> coll_arena = tcp::setup_shm_arena(*store, arena);
+  log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
   return std::make_unique<TcpCommunicator>(b.rank, b.world_size, options, std::move(mesh.peers), std::move(store),
-                                           std::move(server), std::move(channels));
+                                           std::move(server), std::move(channels), std::move(coll_arena));
 }
 
 }  // namespace dpt

@@ -12,7 +12,7 @@ static uint64_t positive_env(const char* name) {
 
 TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
                                  std::unique_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
-                                 std::vector<tcp::ShmChannelPtr> shm)
+                                 std::vector<tcp::ShmChannelPtr> shm, std::unique_ptr<tcp::ShmArena> arena)
     : Communicator(rank, size, options), store_(std::move(store)), server_(std::move(server)) {
   tcp::EngineConfig cfg;
   cfg.rank = rank;
@@ -27,6 +27,9 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
   cfg.context = [rank, size](const std::string& op, int peer) { return ErrorContext{rank, size, "tcp", op, peer, -1}; };
   try {
     engine_ = std::make_unique<tcp::ProgressEngine>(std::move(cfg), std::move(sockets), std::move(shm));
+    if (arena)
+      shm_coll_ = std::make_unique<tcp::ShmCollectives>(std::move(arena), *engine_,
+                                                        ErrorContext{rank, size, "tcp", "", -1, -1});
   } catch (...) {
     shutdown_worker();  // the base's worker must not outlive a failed construction
     throw;
@@ -47,5 +50,10 @@ WorkPtr TcpCommunicator::do_irecv(const Buffer& buf, int peer, int64_t tag) {
   return engine_->irecv(buf, peer, tag, timeout());
 }
 void TcpCommunicator::do_abort(const std::string& reason) { engine_->abort(reason); }
+
+bool TcpCommunicator::native_supports(const CollArgs& a) const {
+  return shm_coll_ && tcp::ShmCollectives::supports(a);
+}
+void TcpCommunicator::run_native(const CollArgs& a) { shm_coll_->run(a, timeout()); }
 
 }  // namespace dpt

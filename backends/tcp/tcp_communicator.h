@@ -1,11 +1,14 @@
 #pragma once
 // TcpCommunicator: the project's Gloo-like backend. A full mesh of TCP connections
 // (mesh.h) driven by one progress engine thread (progress_engine.h), with shared-memory
-// rings for same-host peers (shm_channel.h, COMM_TCP_SHM); the collectives are the base
-// class's algorithms running on this class's point-to-point calls.
+// rings for same-host peers (shm_channel.h, COMM_TCP_SHM). The collectives are the base
+// class's algorithms running on this class's point-to-point calls, except when every
+// rank shares one host: then the native collectives run in a shared-memory arena
+// (shm_collectives.h, COMM_TCP_SHM_COLL) and `auto` picks them.
 #include <memory>
 
 #include "backends/tcp/progress_engine.h"
+#include "backends/tcp/shm_collectives.h"
 #include "comm/communicator.h"
 #include "comm/tcp_store.h"
 
@@ -18,21 +21,26 @@ class TcpCommunicator : public Communicator {
   // `shm[r]`, when set, carries the frames to rank r (from setup_shm_channels).
   TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
                   std::unique_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
-                  std::vector<tcp::ShmChannelPtr> shm = {});
+                  std::vector<tcp::ShmChannelPtr> shm = {}, std::unique_ptr<tcp::ShmArena> arena = nullptr);
   ~TcpCommunicator() override;
 
   std::string backend_name() const override { return "tcp"; }
   tcp::ProgressEngine::Stats stats() const { return engine_->stats(); }
+  bool has_shm_arena() const { return shm_coll_ != nullptr; }
 
  protected:
   WorkPtr do_isend(const Buffer& buf, int peer, int64_t tag) override;
   WorkPtr do_irecv(const Buffer& buf, int peer, int64_t tag) override;
   void do_abort(const std::string& reason) override;
+  bool native_supports(const CollArgs& a) const override;
+  bool native_preferred(const CollArgs& a) const override { return native_supports(a); }
+  void run_native(const CollArgs& a) override;
 
  private:
   std::unique_ptr<Store> store_;
   std::shared_ptr<TcpStoreServer> server_;
   std::unique_ptr<tcp::ProgressEngine> engine_;
+  std::unique_ptr<tcp::ShmCollectives> shm_coll_;  // worker thread only
 };
 
 // Knobs of this backend that are not in the lead's env.h constants.
@@ -40,5 +48,7 @@ inline constexpr const char* kTcpMaxUnexpectedBytesEnv = "COMM_TCP_MAX_UNEXPECTE
 inline constexpr const char* kTcpShmEnv = "COMM_TCP_SHM";
 inline constexpr const char* kTcpShmRingBytesEnv = "COMM_TCP_SHM_RING_BYTES";
 inline constexpr const char* kTcpShmSpinUsEnv = "COMM_TCP_SHM_SPIN_US";
+inline constexpr const char* kTcpShmCollEnv = "COMM_TCP_SHM_COLL";
+inline constexpr const char* kTcpShmSlotBytesEnv = "COMM_TCP_SHM_SLOT_BYTES";
 
 }  // namespace dpt

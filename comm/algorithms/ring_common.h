@@ -7,6 +7,12 @@
 //            of one segment overlaps the transfer of the next.
 //   step:    one of the n-1 rounds of a phase; in each, every rank sends one chunk and
 //            receives one.
+//   stream:  the reduce-scatter phase runs as one stream of segments rather than step by
+//            step: a segment received and reduced at step s is sent on (step s+1) at
+//            once, so successive steps overlap. Receives are posted up to a window
+//            (kRingRecvWindowBytes of scratch) ahead of the one being reduced, so the
+//            sender's segments find their receive already posted (no unexpected-message
+//            buffering and its extra copy); sends are posted as soon as they are ready.
 #include <cstddef>
 #include <vector>
 
@@ -23,6 +29,9 @@ struct ChunkLayout {
 
 inline int mod(int x, int n) { return ((x % n) + n) % n; }
 
+// Scratch for receives posted ahead in the reduce-scatter phase (at least two segments).
+inline constexpr size_t kRingRecvWindowBytes = size_t(32) << 20;
+
 // Reduce-scatter phase in place over `data` (all n chunks, laid out by `layout`). At
 // step s rank r sends chunk (r + shift - s) and receives, then reduces, chunk
 // (r + shift - s - 1). Afterwards rank r holds the fully reduced chunk
@@ -34,6 +43,10 @@ void ring_reduce_scatter_phase(Communicator& c, const CollArgs& a, const Buffer&
 // step s sends chunk (r + shift - s) and receives chunk (r + shift - s - 1).
 void ring_allgather_phase(Communicator& c, const CollArgs& a, const Buffer& data,
                           const ChunkLayout& layout, int shift);
+
+// The reduce-scatter phase's receive slots: this thread's reusable, uninitialised buffer
+// of at least `bytes` (valid until the next call on this thread).
+char* receive_window(size_t bytes);
 
 // Copies src to dst when they differ (out-of-place calls).
 void copy_if_distinct(const Buffer& dst, const Buffer& src);

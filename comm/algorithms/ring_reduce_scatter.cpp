@@ -4,6 +4,7 @@
 //   scratch copy of send unless the call is in place (recv is send's own chunk), in
 //   which case send itself is the scratch, as NCCL allows.
 #include <cstring>
+#include <memory>
 
 #include "comm/algorithms/algorithms.h"
 #include "comm/algorithms/ring_common.h"
@@ -16,11 +17,12 @@ void ring_reduce_scatter(Communicator& c, const CollArgs& a) {
   if (count == 0) return;
   const size_t esize = dtype_size(a.recv.dtype);
   const bool in_place = static_cast<char*>(a.send.data) + r * count * esize == a.recv.data;
-  std::vector<char> scratch;
+  std::unique_ptr<char[]> scratch;  // uninitialised: the copy below fills it
   Buffer work = a.send;
   if (!in_place && n > 1) {
-    scratch.assign(static_cast<const char*>(a.send.data), static_cast<const char*>(a.send.data) + a.send.bytes());
-    work.data = scratch.data();
+    scratch.reset(new char[a.send.bytes()]);
+    std::memcpy(scratch.get(), a.send.data, a.send.bytes());
+    work.data = scratch.get();
   }
   if (n > 1) {
     ChunkLayout layout{count * n, n};  // equal chunks of `count`

@@ -2,9 +2,10 @@
 
 namespace dpt::algo {
 
-Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok,
+Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok, bool native_preferred,
             const AlgoThresholds& t) {
   if (requested == Algo::native) return Algo::native;  // caller checks native_ok
+  if (requested == Algo::automatic && native_ok && native_preferred) return Algo::native;
   const size_t bytes = a.kind == CollKind::allgather ? a.send.bytes() * world_size : a.recv.bytes();
   switch (a.kind) {
     case CollKind::allreduce:

@@ -1,8 +1,9 @@
 #pragma once
 // The selector: which algorithm runs a collective when the caller asked for `auto`.
+//   any op: the backend's native collective when it offers one and prefers it (the tcp
+//     backend's shared-memory arena when all ranks share a host).
 //   allreduce: tree up to thresholds.tree_max_bytes (latency-bound), ring above
-//     (bandwidth-bound); a backend's native collective when it offers one and the
-//     message is large (Open MPI's tuned collectives are good there).
+//     (bandwidth-bound).
 //   reduce_scatter, allgather: ring (there is no latency-optimal alternative here).
 //   broadcast, reduce: tree. gather, scatter: linear. alltoall: pairwise. barrier:
 //   dissemination.
@@ -13,8 +14,9 @@
 namespace dpt::algo {
 
 // Resolves `requested` (may be automatic) for this call. `native_ok` says whether the
-// backend offers a native collective for exactly these arguments.
-Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok,
+// backend offers a native collective for exactly these arguments, `native_preferred`
+// whether `auto` should take it.
+Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok, bool native_preferred,
             const AlgoThresholds& t);
 
 }  // namespace dpt::algo

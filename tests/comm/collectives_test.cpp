@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "comm/env.h"
 #include "tests/support/dist_test.h"
 #include "tests/support/typed_values.h"
 
@@ -14,14 +15,24 @@ using namespace dpt::test;
 
 namespace {
 
+// The tcp backend's shared-memory arena: these tests run every rank on one host, so a
+// tcp communicator of 2+ ranks has one unless the environment turned it off.
+bool expect_arena() {
+  auto on = [](const char* name) { return env::get_string(name) != "0"; };
+  return backend() == "tcp" && world().size() > 1 && on("COMM_TCP_SHM") && on("COMM_TCP_SHM_COLL");
+}
+
+// native: Open MPI's collectives, or the tcp backend's arena.
 std::vector<Algo> algos() {
   std::vector<Algo> a = {Algo::ring, Algo::tree};
-  if (backend() == "mpi") a.push_back(Algo::native);
+  if (backend() == "mpi" || expect_arena()) a.push_back(Algo::native);
   return a;
 }
 
-// MPI has no f16/bf16 datatypes: the native path refuses them (tested separately).
-bool runs(Algo a, DType t) { return !(a == Algo::native && (t == DType::f16 || t == DType::bf16)); }
+// MPI has no f16/bf16 datatypes: its native path refuses them (tested separately).
+bool runs(Algo a, DType t) {
+  return !(a == Algo::native && backend() == "mpi" && (t == DType::f16 || t == DType::bf16));
+}
 
 std::vector<size_t> counts(int n, DType t, bool big) {
   std::vector<size_t> c = {0, 1, size_t(7 * n + 3)};
@@ -35,6 +46,24 @@ void fill_input(std::vector<char>& buf, DType t, int r, ReduceOp op, size_t coun
 }
 
 }  // namespace
+
+TEST_CASE("auto picks the tcp shared-memory arena exactly when every rank shares this host") {
+  Communicator& c = world();
+  std::vector<float> x(1000);
+  for (CollKind k : {CollKind::allreduce, CollKind::reduce_scatter, CollKind::allgather, CollKind::broadcast,
+                     CollKind::reduce, CollKind::barrier}) {
+    CollArgs a;
+    a.kind = k;
+    a.send = a.recv = make_buffer(x.data(), x.size());
+    const Algo got = c.resolve_algo(a);
+    INFO(coll_name(k) << " resolved to " << algo_name(got));
+    if (expect_arena()) CHECK(got == Algo::native);
+    else if (backend() == "tcp") CHECK(got != Algo::native);
+  }
+  CollArgs g;
+  g.kind = CollKind::gather;
+  CHECK(c.resolve_algo(g) != Algo::native);  // no arena gather: linear over messages
+}
 
 TEST_CASE("allreduce over all algorithms, dtypes, ops, counts, in and out of place") {
   Communicator& c = world();

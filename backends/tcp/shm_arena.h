@@ -1,0 +1,88 @@
+#pragma once
+// The collective arena of the tcp backend: one shared-memory object mapped by every rank
+// of a communicator whose ranks all run on one host. The collectives of
+// shm_collectives.h run in it directly on the communicator's worker thread: no frames,
+// no progress-engine hand-offs, no copy through a per-pair ring.
+//
+// Terms:
+//   slot     - per rank and parity, `slot_bytes` of data that only that rank writes.
+//   round    - one slot's worth of a collective: write, barrier, read. Rounds alternate
+//              between the two slots of each rank (parity = round % 2). A rank writes
+//              its slot of round k+2 only after the barrier of round k+1, which every
+//              rank passes only after it finished reading round k's slots, so no rank
+//              ever overwrites what another still reads. The round count runs on across
+//              collectives.
+//   step     - per rank, in a cache line of its own: how many barriers it has entered.
+//              barrier(): raise mine, then wait until every rank's is at least as large.
+//              Ranks run the same collectives in the same order, so the counts agree.
+//   waiting  - spin (pause, then sched_yield) for `spin`, then sleep in FUTEX_WAIT on
+//              the late rank's step word (a shared futex works across processes); a rank
+//              raising its step wakes that word's sleepers. Sleeps last at most 20 ms,
+//              after which the waiter runs its check (deadline, dead or departed peer).
+//   setup    - store keys under "<prefix>/arena/": want/<r> is "1" when rank r has a
+//              shared-memory channel to every peer and COMM_TCP_SHM_COLL is on; if every
+//              rank wants it, rank 0 creates the object and sets seg ("<name> <nonce>",
+//              or "fail"), the others map it and set ok/<r>. The arena is used only when
+//              every rank said ok, so all ranks decide alike; rank 0 unlinks the object
+//              once all verdicts are in (or on any error path).
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/error.h"
+#include "comm/store.h"
+
+namespace dpt::tcp {
+
+struct ArenaConfig {
+  int rank = 0;
+  int world = 1;
+  bool enabled = true;               // COMM_TCP_SHM_COLL (and a channel to every peer)
+  uint64_t slot_bytes = 256 << 10;   // COMM_TCP_SHM_SLOT_BYTES, a multiple of 4096
+  std::chrono::microseconds spin{200};
+  uint64_t job_id = 0;
+  uint64_t comm_id = 0;
+  std::string prefix;                // the communicator's store namespace
+  Millis timeout{120000};
+  ErrorContext ctx;
+};
+
+class ShmArena {
+ public:
+  ShmArena(void* base, size_t bytes, const ArenaConfig& cfg);
+  ~ShmArena();
+  ShmArena(const ShmArena&) = delete;
+  ShmArena& operator=(const ShmArena&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  // `owner`'s slot of the current round.
+  char* slot(int owner) const;
+  void next_round() { ++round_; }
+
+  // Called while waiting on `late_rank`, at least every 20 ms; throws to give up.
+  using Check = std::function<void(int late_rank)>;
+  void barrier(const Check& check);
+
+ private:
+  void wait_for(int peer, uint32_t target, const Check& check);
+
+  void* base_;
+  size_t bytes_;
+  int rank_, world_;
+  size_t slot_bytes_;
+  std::chrono::microseconds spin_;
+  uint32_t step_ = 0;
+  uint64_t round_ = 0;
+};
+
+// Collective over all ranks: the arena, or null when any rank cannot or will not share
+// one (then the collectives run as messages). Throws TimeoutError if a rank does not
+// take part in time.
+std::unique_ptr<ShmArena> setup_shm_arena(Store& store, const ArenaConfig& cfg);
+
+}  // namespace dpt::tcp
