@@ -16,8 +16,9 @@ Algo parse_algo(std::string_view s) {
   if (s == "auto") return Algo::automatic;
   if (s == "ring") return Algo::ring;
   if (s == "tree") return Algo::tree;
+  if (s == "recursive_doubling") return Algo::recursive_doubling;
   if (s == "native") return Algo::native;
-  throw std::invalid_argument("unknown algorithm '" + std::string(s) + "'; valid: auto, ring, tree, native");
+  throw std::invalid_argument("unknown algorithm '" + std::string(s) + "'; valid: auto, ring, tree, recursive_doubling, native");
 }
 
 const char* algo_name(Algo a) {
@@ -25,6 +26,7 @@ const char* algo_name(Algo a) {
     case Algo::automatic: return "auto";
     case Algo::ring: return "ring";
     case Algo::tree: return "tree";
+    case Algo::recursive_doubling: return "recursive_doubling";
     case Algo::native: return "native";
   }
   return "invalid";
@@ -51,7 +53,11 @@ CommOptions CommOptions::from_env() {
   double t = env::get_double(env::kTimeoutS);
   if (t <= 0) throw std::invalid_argument("COMM_TIMEOUT_S must be positive");
   o.timeout = Millis(static_cast<int64_t>(t * 1000));
-  o.thresholds.tree_max_bytes = static_cast<size_t>(env::get_int(env::kTreeMaxBytes));
+  const int64_t rd_max = env::get_int(env::kRdMaxBytes), tree_max = env::get_int(env::kTreeMaxBytes);
+  if (rd_max < 0) throw std::invalid_argument("COMM_RD_MAX_BYTES must be >= 0");
+  if (tree_max < 0) throw std::invalid_argument("COMM_TREE_MAX_BYTES must be >= 0");
+  o.thresholds.rd_max_bytes = static_cast<size_t>(rd_max);
+  o.thresholds.tree_max_bytes = static_cast<size_t>(tree_max);
   int64_t seg = env::get_int(env::kSegmentBytes);
   if (seg < 64) throw std::invalid_argument("COMM_SEGMENT_BYTES must be at least 64");
   o.thresholds.segment_bytes = static_cast<size_t>(seg);
@@ -277,7 +283,9 @@ void Communicator::execute_on_host(const CollArgs& a, Algo algo) {
     if (b.op == ReduceOp::avg) b.op = ReduceOp::sum;  // divide once at the end
     switch (a.kind) {
       case CollKind::allreduce:
-        (algo == Algo::tree ? algo::tree_allreduce : algo::ring_allreduce)(*this, b);
+        if (algo == Algo::recursive_doubling) algo::recursive_doubling_allreduce(*this, b);
+        else if (algo == Algo::tree) algo::tree_allreduce(*this, b);
+        else algo::ring_allreduce(*this, b);
         break;
       case CollKind::reduce: algo::tree_reduce(*this, b); break;
       case CollKind::broadcast: algo::tree_broadcast(*this, b); break;

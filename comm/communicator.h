@@ -30,8 +30,8 @@ namespace dpt {
 
 namespace device { class DeviceStaging; }
 
-enum class Algo : uint8_t { automatic, ring, tree, native };
-Algo parse_algo(std::string_view s);  // "auto|ring|tree|native"
+enum class Algo : uint8_t { automatic, ring, tree, recursive_doubling, native };
+Algo parse_algo(std::string_view s);  // "auto|ring|tree|recursive_doubling|native"
 const char* algo_name(Algo a);
 
 enum class CollKind : uint8_t {
@@ -54,6 +54,7 @@ struct CollArgs {
 
 // The selector's knobs (see comm/algorithms/selector.h).
 struct AlgoThresholds {
+  size_t rd_max_bytes = 64 * 1024;      // allreduce on 2 ranks: recursive doubling up to here (measured, bench/compare.sh)
   size_t tree_max_bytes = 256 * 1024;    // allreduce: tree up to here, ring above (measured, bench/compare.sh)
   size_t segment_bytes = 1 << 20;        // ring pipelining segment
 };

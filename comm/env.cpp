@@ -8,9 +8,11 @@ namespace dpt::env {
 const std::vector<Knob>& knobs() {
   static const std::vector<Knob> k = {
       {kBackend, "auto", "backend when --backend is not given: mpi, tcp, nccl or auto"},
-      {kAlgo, "auto", "collective algorithm: auto, ring, tree or native"},
+      {kAlgo, "auto", "collective algorithm: auto, ring, tree, recursive_doubling or native"},
       {kTimeoutS, "300", "seconds any single wait may take before it fails with an error"},
       {kRendezvousTimeoutS, "120", "seconds to wait for all ranks to join the store"},
+      {kRdMaxBytes, "65536",
+       "auto selector: on 2 ranks, allreduce messages up to this many bytes use recursive doubling (one exchange)"},
       {kTreeMaxBytes, "262144",
        "auto selector: allreduce messages up to this many bytes use the tree, larger ones the ring"},
       {kSegmentBytes, "1048576", "ring pipelining: bytes per segment of a chunk"},

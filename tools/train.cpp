@@ -42,7 +42,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("dataset", po::value(&c.cfg.dataset)->default_value(""), "fashion-mnist | cifar10 | text | synthetic (default by model)")
     ("data-dir", po::value(&c.cfg.data_dir)->default_value(""), "dataset directory or file (default: the Debian package's path)")
     ("backend", po::value(&c.backend)->default_value(dpt::backends::default_name()), "mpi | tcp | nccl | auto")
-    ("algo", po::value(&c.algo)->default_value("auto"), "auto | ring | tree | native")
+    ("algo", po::value(&c.algo)->default_value("auto"), "auto | ring | tree | recursive_doubling | native")
     ("zero", po::value(&c.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
     ("overlap-comm", po::value(&c.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
     ("device", po::value(&c.device)->default_value("cpu"), "cpu (models on cuda are not implemented yet; the communicators already take device buffers)")

@@ -9,6 +9,7 @@ namespace dpt::algo {
 
 void ring_allreduce(Communicator& c, const CollArgs& a);
 void tree_allreduce(Communicator& c, const CollArgs& a);
+void recursive_doubling_allreduce(Communicator& c, const CollArgs& a);
 void ring_reduce_scatter(Communicator& c, const CollArgs& a);
 void ring_allgather(Communicator& c, const CollArgs& a);
 void tree_broadcast(Communicator& c, const CollArgs& a);

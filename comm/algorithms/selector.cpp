@@ -9,7 +9,8 @@ Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok, b
   const size_t bytes = a.kind == CollKind::allgather ? a.send.bytes() * world_size : a.recv.bytes();
   switch (a.kind) {
     case CollKind::allreduce:
-      if (requested == Algo::ring || requested == Algo::tree) return requested;
+      if (requested == Algo::ring || requested == Algo::tree || requested == Algo::recursive_doubling) return requested;
+      if (world_size == 2 && bytes <= t.rd_max_bytes) return Algo::recursive_doubling;
       return bytes <= t.tree_max_bytes ? Algo::tree : Algo::ring;
     case CollKind::reduce_scatter:
     case CollKind::allgather: return Algo::ring;

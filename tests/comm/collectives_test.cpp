@@ -24,7 +24,7 @@ bool expect_arena() {
 
 // native: Open MPI's collectives, or the tcp backend's arena.
 std::vector<Algo> algos() {
-  std::vector<Algo> a = {Algo::ring, Algo::tree};
+  std::vector<Algo> a = {Algo::ring, Algo::tree, Algo::recursive_doubling};
   if (backend() == "mpi" || expect_arena()) a.push_back(Algo::native);
   return a;
 }
