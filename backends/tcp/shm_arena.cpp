@@ -90,15 +90,18 @@ void map_object(Mapping& m, const std::string& name, bool create, size_t bytes) 
   if (fd < 0) throw std::runtime_error("shm_open(" + name + "): " + std::strerror(errno));
   if (create) m.name = name;
   m.bytes = bytes;
-  int rc = create ? ::ftruncate(fd, off_t(bytes)) : 0;
-  int err = errno;
-  if (rc == 0) {
-    // MAP_POPULATE: the first collective should not pay the page faults.
-    m.base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    err = errno;
+  // posix_fallocate, not just ftruncate: tmpfs then reserves the pages now, so a full
+  // /dev/shm (64 MiB in a default container) is an error here, not a SIGBUS later.
+  if (const int rc = create ? ::posix_fallocate(fd, 0, off_t(bytes)) : 0; rc != 0) {
+    ::close(fd);
+    throw std::runtime_error("reserving " + std::to_string(bytes) + " bytes for " + name + ": " + std::strerror(rc) +
+                             " (is /dev/shm full or too small?)");
   }
+  // MAP_POPULATE: the first collective should not pay the page faults.
+  m.base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  const int err = errno;
   ::close(fd);
-  if (rc != 0 || m.base == MAP_FAILED) throw std::runtime_error("mapping " + name + ": " + std::strerror(err));
+  if (m.base == MAP_FAILED) throw std::runtime_error("mapping " + name + ": " + std::strerror(err));
 }
 
 }  // namespace

@@ -65,14 +65,17 @@ void create_segment(Mapping& m, const std::string& name, uint64_t ring, uint64_t
   if (fd < 0) throw std::runtime_error("shm_open(" + name + "): " + std::strerror(errno));
   m.name = name;
   m.bytes = segment_bytes(ring);
-  int rc = ::ftruncate(fd, off_t(m.bytes));
-  int err = errno;
+  // posix_fallocate, not just ftruncate: tmpfs then reserves the pages now, so a full
+  // /dev/shm (64 MiB in a default container) is an error here, not a SIGBUS later.
+  int rc = ::posix_fallocate(fd, 0, off_t(m.bytes));
+  int err = rc;
   if (rc == 0) {
     m.base = ::mmap(nullptr, m.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     err = errno;
   }
   ::close(fd);
-  if (rc != 0 || m.base == MAP_FAILED) throw std::runtime_error("mapping " + name + ": " + std::strerror(err));
+  if (rc != 0 || m.base == MAP_FAILED)
+    throw std::runtime_error("mapping " + name + ": " + std::strerror(err) + (rc != 0 ? " (is /dev/shm full or too small?)" : ""));
   new (control(m.base, 0)) RingControl();
   new (control(m.base, 1)) RingControl();
   auto* h = static_cast<SegmentHeader*>(m.base);

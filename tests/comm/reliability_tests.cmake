@@ -57,6 +57,11 @@ if(TARGET train AND TARGET demo)
                        ENVIRONMENT "COMM_RENDEZVOUS_TIMEOUT_S=30")
 endif()
 
+# A /dev/shm too small for the tcp backend's shared memory: falls back, never SIGBUS.
+add_test(NAME reliability.small_dev_shm
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fault_small_dev_shm.sh $<TARGET_FILE:launch> $<TARGET_FILE:comm_bench>)
+set_tests_properties(reliability.small_dev_shm PROPERTIES TIMEOUT 60 LABELS fault PROCESSORS 2 SKIP_RETURN_CODE 77)
+
 # Fuzzing: tests/fuzz/run_fuzz.sh builds the libFuzzer targets (frame/hello/proof, store
 # protocol, checkpoint parser) with clang into <build>/fuzz and runs each for 20 s, two at
 # a time; a crash, leak, sanitizer report or violated property fails the test and prints
