@@ -164,6 +164,15 @@ std::unique_ptr<Communicator> create(const std::string& requested, CommOptions o
   } else if (name == "mpi") {
 #ifdef DPT_HAVE_MPI
     c = create_mpi_communicator(options);
+    // Under build/bin/launch, torchrun or srun without PMI, each process starts MPI alone
+    // (a singleton): it would train by itself, silently. Say so instead.
+    const LaunchInfo li = detect_launch();
+    if (li.world_size != c->size())
+      throw UsageError(ErrorContext{li.rank, li.world_size, "mpi", "init", -1, -1},
+                       "the launch variables (" + li.source + " style) say " + std::to_string(li.world_size) +
+                           " processes, but MPI sees a world of " + std::to_string(c->size()) +
+                           " (each process is its own MPI job): start MPI jobs with mpirun/srun (mpirun -np " +
+                           std::to_string(li.world_size) + " ...), or use --backend tcp under this launcher");
 #else
     throw NotBuiltError("backend 'mpi' is not built: no MPI was found when this build was configured");
 #endif

@@ -82,3 +82,12 @@ else()
   set_tests_properties(fuzz.smoke PROPERTIES TIMEOUT 400 LABELS "fault;fuzz" PROCESSORS 2
                        ENVIRONMENT "CLANGXX=${DPT_CLANGXX};FUZZ_JOBS=2")
 endif()
+
+# The mpi backend started by a non-MPI launcher: every process would be a world of one
+# and train alone; it must refuse, naming both counts and what to do.
+if(DPT_HAVE_MPI)
+  add_test(NAME reliability.mpi_under_launch COMMAND $<TARGET_FILE:launch> -n 2 $<TARGET_FILE:train> --backend mpi --steps 1)
+  set_tests_properties(reliability.mpi_under_launch PROPERTIES TIMEOUT 60 LABELS fault PROCESSORS 2
+                       PASS_REGULAR_EXPRESSION "say 2 processes, but MPI sees a world of 1.*mpirun -np 2"
+                       FAIL_REGULAR_EXPRESSION "final:")
+endif()
