@@ -14,7 +14,7 @@ void ring_allgather(Communicator& c, const CollArgs& a) {
   if (mine.data != a.send.data && count > 0) std::memcpy(mine.data, a.send.data, a.send.bytes());
   if (c.size() == 1 || count == 0) return;
   ChunkLayout layout{count * c.size(), c.size()};
-  ring_allgather_phase(c, a, a.recv, layout, 0);
+  ring_allgather_phase(c, a, a.recv, layout, 0, post_allgather_recvs(c, a, a.recv, layout, 0));
 }
 
 }  // namespace dpt::algo

@@ -14,8 +14,14 @@ void ring_allreduce(Communicator& c, const CollArgs& a) {
   if (c.size() == 1 || a.recv.count == 0) return;
   ChunkLayout layout{a.recv.count, c.size()};
   // shift 0: after reduce-scatter rank r owns chunk r+1, which it then passes on first.
-  ring_reduce_scatter_phase(c, a, a.recv, layout, 0);
-  ring_allgather_phase(c, a, a.recv, layout, 1);
+  // The allgather's receives are posted as soon as the reduce-scatter's all are: a
+  // neighbour that finishes first then finds them posted (its whole chunk would
+  // otherwise arrive unexpected, be buffered and copied twice).
+  std::vector<WorkPtr> gather_recvs;
+  ring_reduce_scatter_phase(c, a, a.recv, layout, 0,
+                            [&] { gather_recvs = post_allgather_recvs(c, a, a.recv, layout, 1); });
+  if (gather_recvs.empty()) gather_recvs = post_allgather_recvs(c, a, a.recv, layout, 1);
+  ring_allgather_phase(c, a, a.recv, layout, 1, std::move(gather_recvs));
 }
 
 }  // namespace dpt::algo

@@ -25,7 +25,7 @@ void copy_if_distinct(const Buffer& dst, const Buffer& src) {
 }
 
 void ring_reduce_scatter_phase(Communicator& c, const CollArgs& a, const Buffer& data,
-                               const ChunkLayout& layout, int shift) {
+                               const ChunkLayout& layout, int shift, const std::function<void()>& on_all_posted) {
   const int n = c.size(), r = c.rank();
   const int right = mod(r + 1, n), left = mod(r - 1, n);
   const size_t esize = dtype_size(data.dtype);
@@ -60,10 +60,16 @@ void ring_reduce_scatter_phase(Communicator& c, const CollArgs& a, const Buffer&
 
   std::vector<WorkPtr> recv_works(recvs.size());
   size_t posted = 0;
+  bool announced = false;
   auto post_recvs = [&](size_t done) {
     for (; posted < recvs.size() && posted < done + slots_n; ++posted)
       recv_works[posted] = c.irecv_internal(Buffer{slot(posted), recvs[posted].count, data.dtype, data.device}, left, a.tag);
+    if (posted == recvs.size() && !announced) {
+      announced = true;
+      if (on_all_posted) on_all_posted();
+    }
   };
+  post_recvs(0);
   for (size_t g = 0; g < recvs.size(); ++g) {
     post_recvs(g);
     recv_works[g]->wait(c.timeout());
@@ -74,17 +80,24 @@ void ring_reduce_scatter_phase(Communicator& c, const CollArgs& a, const Buffer&
   for (auto& w : send_works) w->wait(c.timeout());
 }
 
-void ring_allgather_phase(Communicator& c, const CollArgs& a, const Buffer& data,
-                          const ChunkLayout& layout, int shift) {
-  const int n = c.size(), r = c.rank();
-  const int right = mod(r + 1, n), left = mod(r - 1, n);
-  // Every step's receive goes to its own place in `data`: post them all first, so the
-  // left neighbour's chunks never arrive before their receive.
-  std::vector<WorkPtr> recvs(size_t(n - 1)), sends;
+std::vector<WorkPtr> post_allgather_recvs(Communicator& c, const CollArgs& a, const Buffer& data,
+                                          const ChunkLayout& layout, int shift) {
+  // Every step's receive goes to its own place in `data`: post them all at once, so the
+  // left neighbour's chunks never arrive before their receive (and get buffered).
+  const int n = c.size(), left = mod(c.rank() - 1, n);
+  std::vector<WorkPtr> recvs(size_t(n - 1));
   for (int s = 0; s < n - 1; ++s) {
-    const int chunk = mod(r + shift - s - 1, n);
+    const int chunk = mod(c.rank() + shift - s - 1, n);
     if (layout.len(chunk) > 0) recvs[size_t(s)] = c.irecv_internal(data.slice(layout.offset(chunk), layout.len(chunk)), left, a.tag);
   }
+  return recvs;
+}
+
+void ring_allgather_phase(Communicator& c, const CollArgs& a, const Buffer& data,
+                          const ChunkLayout& layout, int shift, std::vector<WorkPtr> recvs) {
+  const int n = c.size(), r = c.rank();
+  const int right = mod(r + 1, n);
+  std::vector<WorkPtr> sends;
   for (int s = 0; s < n - 1; ++s) {
     // Step s sends what step s-1 received.
     if (s > 0 && recvs[size_t(s - 1)]) recvs[size_t(s - 1)]->wait(c.timeout());

@@ -14,6 +14,7 @@
 //            sender's segments find their receive already posted (no unexpected-message
 //            buffering and its extra copy); sends are posted as soon as they are ready.
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -36,13 +37,19 @@ inline constexpr size_t kRingRecvWindowBytes = size_t(32) << 20;
 // step s rank r sends chunk (r + shift - s) and receives, then reduces, chunk
 // (r + shift - s - 1). Afterwards rank r holds the fully reduced chunk
 // (r + shift - n + 1) mod n.
+// `on_all_posted`, if set, runs once every receive of the phase is posted (ring
+// allreduce posts its allgather receives there, so they queue behind these in order).
 void ring_reduce_scatter_phase(Communicator& c, const CollArgs& a, const Buffer& data,
-                               const ChunkLayout& layout, int shift);
+                               const ChunkLayout& layout, int shift,
+                               const std::function<void()>& on_all_posted = {});
 
 // Allgather phase in place over `data`: rank r starts owning chunk (r + shift) and at
 // step s sends chunk (r + shift - s) and receives chunk (r + shift - s - 1).
+// Its receives are posted by post_allgather_recvs (possibly long before, see above).
+std::vector<WorkPtr> post_allgather_recvs(Communicator& c, const CollArgs& a, const Buffer& data,
+                                          const ChunkLayout& layout, int shift);
 void ring_allgather_phase(Communicator& c, const CollArgs& a, const Buffer& data,
-                          const ChunkLayout& layout, int shift);
+                          const ChunkLayout& layout, int shift, std::vector<WorkPtr> recvs);
 
 // The reduce-scatter phase's receive slots: this thread's reusable, uninitialised buffer
 // of at least `bytes` (valid until the next call on this thread).
