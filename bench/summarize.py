@@ -86,7 +86,7 @@ for coll in ("allreduce", "reduce_scatter"):
                 # the 2-way loopback rate, so this is the highest ratio reachable here.
                 cap = [(s, limits["tcp loopback 2-way"] / med(d["gloo-best"][s], 1)) for s in sizes
                        if MiB <= s <= 64 * MiB and d["gloo-best"][s]]
-                ratio_lines.append(f"| {coll} np{np} | bound: tcp loopback 2-way stream / gloo-best busbw (the most a 2-rank ring reaches, both directions busy) | " +
+                ratio_lines.append(f"| {coll} np{np} | reference: tcp loopback 2-way stream / gloo-best busbw (roughly what a 2-rank ring can reach, both directions busy; measured once at the start, so a cell may pass it) | " +
                                    ", ".join(f"{fmt_size(s)}: {r:.2f}" for s, r in cap) + " | (physical) | - |")
             show("tcp-noshm / gloo-best time @4 KiB", ratio("tcp-noshm", "gloo-best", 4096, 4096, 0), 0.25, ge=False)
         show("tcp-shm / mpi-native busbw", ratio("tcp-shm", "mpi-native", 64 << 10, 64 * MiB), 1.0)
