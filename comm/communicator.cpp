@@ -217,43 +217,80 @@ Algo Communicator::resolve_algo(const CollArgs& a) const {
   return algo::select(a, requested, size_, native_ok, native_ok && native_preferred(a), options_.thresholds);
 }
 
+void Communicator::run_blocking(CollArgs args) {
+  check_args(args);
+  if (args.algo == Algo::automatic) args.algo = options_.algo;
+  const bool host = args.send.device.is_cpu() && args.recv.device.is_cpu();
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (stopping_) throw AbortedError(context(coll_name(args.kind)), "communicator is shutting down");
+    if (!host || busy_ || !queue_.empty() || !runs_on_caller()) {
+      lk.unlock();
+      enqueue(args)->wait(wait_timeout());
+      return;
+    }
+    // Idle and nothing queued: this call is next in issue order, so it runs here.
+    busy_ = true;
+    args.seq = next_seq_++;
+    args.tag = kMaxUserTag + 1 + (args.seq % (int64_t{1} << 30));
+  }
+  std::exception_ptr err = run_task(args);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();  // the worker may have work queued meanwhile
+  if (err) std::rethrow_exception(err);
+}
+
+std::exception_ptr Communicator::run_task(const CollArgs& a) {
+  try {
+    if (aborted_) throw AbortedError(context(coll_name(a.kind), -1, a.seq), "communicator was aborted: " + abort_reason_);
+    if (broken_) std::rethrow_exception(broken_);
+    if (options_.debug_collectives) check_collective_fingerprints(*this, a);
+    execute(a);
+    return nullptr;
+  } catch (const CommError& e) {
+    // Re-label the error with the collective it happened in, keeping its kind and peer.
+    ErrorContext ctx = context(std::string(coll_name(a.kind)) + "/" + algo_name(resolve_algo(a)),
+                               e.context().peer, a.seq);
+    std::exception_ptr ep;
+    if (dynamic_cast<const TimeoutError*>(&e)) ep = std::make_exception_ptr(TimeoutError(ctx, e.detail()));
+    else if (dynamic_cast<const PeerError*>(&e)) ep = std::make_exception_ptr(PeerError(ctx, e.detail()));
+    else if (dynamic_cast<const MismatchError*>(&e)) ep = std::make_exception_ptr(MismatchError(ctx, e.detail()));
+    else if (dynamic_cast<const AbortedError*>(&e)) ep = std::make_exception_ptr(AbortedError(ctx, e.detail()));
+    else if (dynamic_cast<const UsageError*>(&e)) ep = std::make_exception_ptr(UsageError(ctx, e.detail()));
+    else ep = std::make_exception_ptr(CommError(ctx, e.detail()));
+    // A usage error fails identically on every rank and leaves them in step; anything
+    // else may have left ranks out of step, so the communicator is unusable after it.
+    if (!broken_ && !dynamic_cast<const UsageError*>(&e)) broken_ = ep;
+    return ep;
+  } catch (const std::exception& e) {
+    auto ep = std::make_exception_ptr(CommError(context(coll_name(a.kind), -1, a.seq), e.what()));
+    if (!broken_) broken_ = ep;
+    return ep;
+  }
+}
+
 void Communicator::worker_loop() {
   for (;;) {
     Task task;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      // Never alongside an inline collective (run_blocking): one runs at a time.
+      cv_.wait(lk, [&] { return (!busy_ && !queue_.empty()) || (stopping_ && queue_.empty()); });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
-    const CollArgs& a = task.args;
-    try {
-      if (aborted_) throw AbortedError(context(coll_name(a.kind), -1, a.seq), "communicator was aborted: " + abort_reason_);
-      if (broken_) std::rethrow_exception(broken_);
-      if (options_.debug_collectives) check_collective_fingerprints(*this, a);
-      execute(a);
-      task.work->complete();
-    } catch (const CommError& e) {
-      // Re-label the error with the collective it happened in, keeping its kind and peer.
-      ErrorContext ctx = context(std::string(coll_name(a.kind)) + "/" + algo_name(resolve_algo(a)),
-                                 e.context().peer, a.seq);
-      std::exception_ptr ep;
-      if (dynamic_cast<const TimeoutError*>(&e)) ep = std::make_exception_ptr(TimeoutError(ctx, e.detail()));
-      else if (dynamic_cast<const PeerError*>(&e)) ep = std::make_exception_ptr(PeerError(ctx, e.detail()));
-      else if (dynamic_cast<const MismatchError*>(&e)) ep = std::make_exception_ptr(MismatchError(ctx, e.detail()));
-      else if (dynamic_cast<const AbortedError*>(&e)) ep = std::make_exception_ptr(AbortedError(ctx, e.detail()));
-      else if (dynamic_cast<const UsageError*>(&e)) ep = std::make_exception_ptr(UsageError(ctx, e.detail()));
-      else ep = std::make_exception_ptr(CommError(ctx, e.detail()));
-      // A usage error fails identically on every rank and leaves them in step; anything
-      // else may have left ranks out of step, so the communicator is unusable after it.
-      if (!broken_ && !dynamic_cast<const UsageError*>(&e)) broken_ = ep;
-      task.work->fail(ep);
-    } catch (const std::exception& e) {
-      auto ep = std::make_exception_ptr(CommError(context(coll_name(a.kind), -1, a.seq), e.what()));
-      if (!broken_) broken_ = ep;
-      task.work->fail(ep);
+    std::exception_ptr err = run_task(task.args);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      busy_ = false;
     }
+    if (err) task.work->fail(err);
+    else task.work->complete();
   }
 }
 

@@ -85,6 +85,19 @@ Views make_views(const Options& o, const Layout& l, char* sbase, char* rbase, in
   return v;
 }
 
+// The plain (blocking) form of the same call: what -z 1 times.
+void run_blocking(Communicator& c, const Options& o, const Views& v) {
+  switch (o.coll) {
+    case CollKind::allreduce: return c.allreduce(v.send, v.recv, o.op);
+    case CollKind::reduce_scatter: return c.reduce_scatter(v.send, v.recv, o.op);
+    case CollKind::allgather: return c.allgather(v.send, v.recv);
+    case CollKind::broadcast: return c.broadcast(v.recv, o.root);
+    case CollKind::reduce: return c.reduce(v.send, v.recv, o.op, o.root);
+    case CollKind::alltoall: return c.alltoall(v.send, v.recv);
+    default: throw std::invalid_argument("collective not benchmarked");
+  }
+}
+
 WorkPtr issue(Communicator& c, const Options& o, const Views& v) {
   switch (o.coll) {
     case CollKind::allreduce: return c.allreduce_async(v.send, v.recv, o.op);
@@ -117,8 +130,8 @@ void prepare_check(const Options& o, const Layout& l, const Views& v, char* rbas
 }
 
 void print_header(const Options& o, Communicator& c, const std::string& backend) {
-  std::printf("# comm_bench: %s, backend %s, %d ranks, algo %s, %s\n", coll_name(o.coll), backend.c_str(), c.size(),
-              o.algo.c_str(), o.in_place ? "in-place" : "out-of-place");
+  std::printf("# comm_bench: %s, backend %s, %d ranks, algo %s, %s, %s\n", coll_name(o.coll), backend.c_str(), c.size(),
+              o.algo.c_str(), o.in_place ? "in-place" : "out-of-place", o.blocking ? "blocking" : "non-blocking");
   std::printf("#  minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d validation: %d\n", o.min_bytes,
               o.max_bytes, o.factor, o.warmup, o.iters, o.check ? 1 : 0);
   std::printf("#  COMM_TCP_SHM=%s COMM_SEGMENT_BYTES=%s COMM_TREE_MAX_BYTES=%s\n",
@@ -202,8 +215,12 @@ int run(const Options& o) {
     std::vector<WorkPtr> works;
     works.reserve(size_t(o.iters));
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.iters; ++i) works.push_back(issue(c, o, v));
-    for (auto& w : works) w->wait();
+    if (o.blocking) {
+      for (int i = 0; i < o.iters; ++i) run_blocking(c, o, v);
+    } else {
+      for (int i = 0; i < o.iters; ++i) works.push_back(issue(c, o, v));
+      for (auto& w : works) w->wait();
+    }
     const auto t1 = std::chrono::steady_clock::now();
     double t_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / o.iters;
     c.allreduce(Buffer{&t_us, 1, DType::f64, {}}, Buffer{&t_us, 1, DType::f64, {}}, ReduceOp::max);

@@ -188,6 +188,7 @@ class NcclCommunicator : public Communicator {
   bool takes_device_buffers(const CollArgs&, Algo) const override { return true; }
   bool takes_device_p2p() const override { return true; }
   bool runs_algorithms() const override { return false; }
+  bool runs_on_caller() const override { return false; }
   // `auto` must resolve to NCCL's own collectives: ours cannot run on this backend.
   bool native_preferred(const CollArgs&) const override { return true; }
 

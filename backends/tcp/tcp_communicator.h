@@ -40,7 +40,7 @@ class TcpCommunicator : public Communicator {
   std::unique_ptr<Store> store_;
   std::shared_ptr<TcpStoreServer> server_;
   std::unique_ptr<tcp::ProgressEngine> engine_;
-  std::unique_ptr<tcp::ShmCollectives> shm_coll_;  // worker thread only
+  std::unique_ptr<tcp::ShmCollectives> shm_coll_;  // one collective at a time (Communicator)
 };
 
 // Knobs of this backend that are not in the lead's env.h constants.

@@ -65,6 +65,29 @@ TEST_CASE("auto picks the tcp shared-memory arena exactly when every rank shares
   CHECK(c.resolve_algo(g) != Algo::native);  // no arena gather: linear over messages
 }
 
+TEST_CASE("blocking calls behind queued async ones keep issue order (inline only when idle)") {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  // Async allreduces queue on the worker; the blocking broadcast behind them must wait
+  // its turn (it is not idle), and a blocking allreduce after that runs inline.
+  std::vector<std::vector<int64_t>> bufs(8, std::vector<int64_t>(1000));
+  std::vector<WorkPtr> works;
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    std::fill(bufs[k].begin(), bufs[k].end(), int64_t(r + 1) * int64_t(k + 1));
+    works.push_back(c.allreduce_async(make_buffer(bufs[k].data(), bufs[k].size()),
+                                      make_buffer(bufs[k].data(), bufs[k].size()), ReduceOp::sum));
+  }
+  std::vector<int64_t> b(100, r == 0 ? 42 : -1);
+  c.broadcast(make_buffer(b.data(), b.size()), 0);
+  int64_t one = r, total = -1;
+  c.allreduce(make_buffer(&one, 1), make_buffer(&total, 1), ReduceOp::sum);
+  for (auto& w : works) w->wait();
+  const int64_t ranks_sum = int64_t(n) * (n + 1) / 2;
+  for (size_t k = 0; k < bufs.size(); ++k) CHECK(bufs[k][999] == ranks_sum * int64_t(k + 1));
+  CHECK(b[99] == 42);
+  CHECK(total == int64_t(n) * (n - 1) / 2);
+}
+
 TEST_CASE("allreduce over all algorithms, dtypes, ops, counts, in and out of place") {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();

@@ -53,6 +53,7 @@ Options parse_options(int argc, char** argv) {
       {"-d", "--datatype", true}, {"-o", "--op", true},       {"-r", "--root", true},
       {nullptr, "--coll", true},  {nullptr, "--backend", true}, {nullptr, "--algo", true},
       {nullptr, "--json", true},  {nullptr, "--inplace", false}, {nullptr, "--device", true},
+      {"-z", "--blocking", true},
       {"-h", "--help", false}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], value;
@@ -89,6 +90,7 @@ Options parse_options(int argc, char** argv) {
     else if (name == "--algo") { parse_algo(value); o.algo = value; }
     else if (name == "--json") o.json_path = value;
     else if (name == "--inplace") o.in_place = true;
+    else if (name == "--blocking") o.blocking = parse_int(arg, value, 0) != 0;
     else if (name == "--device") {
       if (value != "cpu" && value != "cuda") throw std::invalid_argument("--device must be cpu or cuda, not '" + value + "'");
       o.on_device = value == "cuda";
@@ -112,8 +114,9 @@ const char* usage() {
          "  -r, --root R          root of broadcast and reduce [0]\n"
          "      --coll C          allreduce reduce_scatter allgather broadcast reduce alltoall [allreduce]\n"
          "      --backend B       mpi tcp nccl auto [COMM_BACKEND or auto]\n"
-         "      --algo A          auto ring tree native [auto]\n"
+         "      --algo A          auto ring tree recursive_doubling native [auto]\n"
          "      --inplace         run in place (NCCL's conventions)\n"
+         "  -z, --blocking 0|1    1: wait for each iteration before the next (caller-seen latency) [0]\n"
          "      --json FILE       also write the rows as JSON (rank 0)\n"
          "      --device D        cpu or cuda: where the buffers live (cuda: GPU LOCAL_RANK mod count) [cpu]\n"
          "Columns: size (bytes of the largest buffer), count (elements per rank's piece),\n"

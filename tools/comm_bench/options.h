@@ -1,6 +1,6 @@
 #pragma once
 // comm_bench's command line, spelled as nccl-tests spells it (-b -e -f -n -w -c -d -o)
-// plus our own long options (--coll --backend --algo --inplace --json). Hand-parsed:
+// (and -z) plus our own long options (--coll --backend --algo --inplace --json). Hand-parsed:
 // nccl-tests users type "-b 8 -e 128M", which Boost.Program_options would accept, but
 // they also type "-b8" and "--minbytes=8"; one small parser handles all three.
 #include <cstddef>
@@ -26,6 +26,10 @@ struct Options {
   std::string backend;  // empty: COMM_BACKEND or auto
   std::string algo = "auto";
   bool in_place = false;
+  // -z 1 (nccl-tests' --blocking): each iteration is a plain blocking call, waited for
+  // before the next is issued, so time_us is the latency a caller sees; -z 0 issues all
+  // iterations asynchronously and waits at the end (throughput, nccl-tests' default).
+  bool blocking = false;
   bool on_device = false;  // --device cuda: buffers on this rank's GPU (LOCAL_RANK)
   std::string json_path;
   bool help = false;
