@@ -107,9 +107,7 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
   if (slot < 65536 || slot % 4096 != 0)
     throw std::invalid_argument("COMM_TCP_SHM_SLOT_BYTES must be a multiple of 4096 of at least 65536");
   arena.slot_bytes = uint64_t(slot);
-  const int64_t spin = env::get_int(kTcpShmSpinUsEnv);
-  if (spin < 0) throw std::invalid_argument("COMM_TCP_SHM_SPIN_US must be >= 0");
-  arena.spin = std::chrono::microseconds(spin);
+  arena.spin = tcp_shm_spin_from_env();
   arena.job_id = mesh.job_id;
   arena.comm_id = cfg.comm_id;
   arena.prefix = cfg.prefix;

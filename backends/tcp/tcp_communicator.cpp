@@ -10,6 +10,12 @@ static uint64_t positive_env(const char* name) {
   return static_cast<uint64_t>(v);
 }
 
+std::chrono::microseconds tcp_shm_spin_from_env() {
+  const int64_t spin = env::get_int(kTcpShmSpinUsEnv);
+  if (spin < 0) throw std::invalid_argument("COMM_TCP_SHM_SPIN_US must be >= 0");
+  return std::chrono::microseconds(spin);
+}
+
 TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
                                  std::unique_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
                                  std::vector<tcp::ShmChannelPtr> shm, std::unique_ptr<tcp::ShmArena> arena)
@@ -20,9 +26,7 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
   cfg.max_frame_bytes = positive_env(env::kMaxFrameBytes);
   cfg.max_unexpected_bytes = positive_env(kTcpMaxUnexpectedBytesEnv);
   cfg.op_timeout = options.timeout;
-  const int64_t spin = env::get_int(kTcpShmSpinUsEnv);
-  if (spin < 0) throw std::invalid_argument("COMM_TCP_SHM_SPIN_US must be >= 0");
-  cfg.shm_spin = std::chrono::microseconds(spin);
+  cfg.shm_spin = tcp_shm_spin_from_env();
   // Context is built from rank/size/backend, never from the (changing) options.
   cfg.context = [rank, size](const std::string& op, int peer) { return ErrorContext{rank, size, "tcp", op, peer, -1}; };
   try {

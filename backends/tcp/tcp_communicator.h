@@ -51,4 +51,8 @@ inline constexpr const char* kTcpShmSpinUsEnv = "COMM_TCP_SHM_SPIN_US";
 inline constexpr const char* kTcpShmCollEnv = "COMM_TCP_SHM_COLL";
 inline constexpr const char* kTcpShmSlotBytesEnv = "COMM_TCP_SHM_SLOT_BYTES";
 
+// COMM_TCP_SHM_SPIN_US, validated: the engine's ring polling and the arena's barriers
+// both spin this long before sleeping.
+std::chrono::microseconds tcp_shm_spin_from_env();
+
 }  // namespace dpt

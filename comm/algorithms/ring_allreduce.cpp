@@ -20,7 +20,6 @@ void ring_allreduce(Communicator& c, const CollArgs& a) {
   std::vector<WorkPtr> gather_recvs;
   ring_reduce_scatter_phase(c, a, a.recv, layout, 0,
                             [&] { gather_recvs = post_allgather_recvs(c, a, a.recv, layout, 1); });
-  if (gather_recvs.empty()) gather_recvs = post_allgather_recvs(c, a, a.recv, layout, 1);
   ring_allgather_phase(c, a, a.recv, layout, 1, std::move(gather_recvs));
 }
 

@@ -69,7 +69,7 @@ void ring_reduce_scatter_phase(Communicator& c, const CollArgs& a, const Buffer&
       if (on_all_posted) on_all_posted();
     }
   };
-  post_recvs(0);
+  post_recvs(0);  // also announces on_all_posted when there is nothing to receive
   for (size_t g = 0; g < recvs.size(); ++g) {
     post_recvs(g);
     recv_works[g]->wait(c.timeout());
