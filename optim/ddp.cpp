@@ -6,7 +6,7 @@
 
 #include "optim/bucket_plan.h"
 
-#include "comm/half.h"
+#include "optim/wire16.h"
 
 namespace dpt {
 
@@ -96,11 +96,7 @@ void DistributedDataParallel::launch(Bucket& b) {
     // Divide before rounding (as PyTorch's fp16 compression hook does) so the sum of
     // world-size terms stays in range.
     b.wire.resize(n);
-    const float scale = 1.0f / float(comm_->size());
-    if (config_.wire == DType::bf16)
-      for (size_t i = 0; i < n; ++i) b.wire[i] = float_to_bf16(g[i] * scale);
-    else
-      for (size_t i = 0; i < n; ++i) b.wire[i] = float_to_half(g[i] * scale);
+    pack16(config_.wire, g, b.wire.data(), n, 1.0f / float(comm_->size()));
     Buffer buf{b.wire.data(), n, config_.wire, {}};
     b.work = comm_->allreduce_async(buf, buf, ReduceOp::sum);
   }
@@ -129,10 +125,7 @@ void DistributedDataParallel::end_backward() {
     prev_done = b.done;
     last_done = std::max(last_done, b.done);
     stats_.bytes += int64_t((b.end - b.begin) * dtype_size(config_.wire));
-    if (config_.wire == DType::bf16)
-      for (size_t i = b.begin; i < b.end; ++i) grads[i] = bf16_to_float(b.wire[i - b.begin]);
-    else if (config_.wire == DType::f16)
-      for (size_t i = b.begin; i < b.end; ++i) grads[i] = half_to_float(b.wire[i - b.begin]);
+    if (config_.wire != DType::f32) unpack16(config_.wire, b.wire.data(), grads.data() + b.begin, b.end - b.begin);
     b.done = Clock::time_point{};
   }
   stats_.exposed_s = std::max(0.0, std::chrono::duration<double>(last_done - compute_end).count());

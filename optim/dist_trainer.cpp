@@ -19,6 +19,7 @@
 #include "models/models.h"
 #include "optim/clip_grad.h"
 #include "optim/local_trainer.h"
+#include "optim/wire16.h"
 #include "optim/zero_checkpoint.h"
 #include "optim/zero_pages.h"
 
@@ -79,19 +80,41 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
     config_.lr_config.total_steps = config_.steps > 0 ? config_.steps : std::max<int64_t>(1, per_epoch * config_.epochs);
   }
   schedule_ = make_lr_schedule(config_.lr_schedule, config_.lr_config);
+  if (config_.precision != DType::f32 && config_.precision != DType::bf16)
+    throw std::invalid_argument(std::string("--precision ") + dtype_name(config_.precision) + ": valid are fp32, bf16");
   if (config_.zero_stage > 0)
-    zero_ = std::make_unique<ZeroOptimizer>(*model_, *comm_, config_.zero_stage, *optimizer_, config_.ddp);
+    zero_ = std::make_unique<ZeroOptimizer>(*model_, *comm_, config_.zero_stage, *optimizer_, config_.ddp, config_.precision);
   else
     ddp_ = std::make_unique<DistributedDataParallel>(*model_, *comm_, config_.ddp);
+  if (!zero_ && config_.precision == DType::bf16) master_ = std::make_unique<MasterWeights>();
   if (config_.resume && !load_latest_checkpoint())
     throw std::runtime_error("--resume: no checkpoint found in '" + config_.checkpoint_dir + "'");
   // Every rank starts from rank 0's parameters, verified by checksum (after a resume
   // too: a rank that read a different file is caught here).
   if (zero_) zero_->broadcast_parameters();
   else ddp_->broadcast_parameters();
+  if (master_) master_->adopt(model_->flat_params());
 }
 
-DistTrainer::~DistTrainer() = default;
+void DistTrainer::full_precision_parameters() const {
+  if (zero_) zero_->gather_all_parameters();
+  else if (master_) master_->expose(model_->flat_params());
+}
+
+void DistTrainer::working_parameters() const {
+  if (zero_) zero_->release_parameters();
+  else if (master_) round_bf16(model_->flat_params());
+}
+
+DistTrainer::~DistTrainer() {
+  // A parameter refresh may still be in flight: let it land while its communicator
+  // (possibly owned_comm_, destroyed right after this body) is alive.
+  if (zero_) try {
+      zero_->settle();
+    } catch (const std::exception&) {
+      // The communicator failed; its error was reported where it happened.
+    }
+}
 
 void DistTrainer::set_communicator(Communicator& comm) {
   if (comm.size() != comm_->size() || comm.rank() != comm_->rank())
@@ -124,7 +147,7 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
     fs::create_directories(dir);
     const std::string model_path = (dir / "model.safetensors").string();
     save_optimizer_shard(model_path, *optimizer_, zero_->layout(), comm_->rank());
-    zero_->gather_all_parameters();  // stage 3: rank 0 writes the whole model
+    full_precision_parameters();  // stage 3: rank 0 writes the whole model; bf16: the masters
     if (comm_->rank() == 0) {
       save_model(model_path, *model_,
                  {{"step", std::to_string(step)},
@@ -136,10 +159,11 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
     }
     comm_->barrier();  // every shard and the model are in place before `latest` moves
     if (comm_->rank() == 0) write_latest(config_.checkpoint_dir, dir.filename().string());
-    zero_->release_parameters();
+    working_parameters();
     comm_->barrier();
     return;
   }
+  full_precision_parameters();
   if (comm_->rank() == 0) {
     const fs::path dir = fs::path(config_.checkpoint_dir) / ("step_" + std::to_string(step));
     fs::create_directories(dir);
@@ -157,6 +181,7 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
                      {{"optimizer", optimizer_->name()}, {"step_count", std::to_string(optimizer_->step_count())}});
     write_latest(config_.checkpoint_dir, dir.filename().string());
   }
+  working_parameters();
   comm_->barrier();
 }
 
@@ -249,7 +274,7 @@ TrainSummary DistTrainer::run(const std::function<void(const StepLog&)>& on_log,
   const int n = comm_->size(), r = comm_->rank();
   const auto t_start = Clock::now();
   double train_time = 0;
-  int64_t samples_done = 0, steps_run = 0;
+  int64_t samples_done = 0, steps_run = 0, comm_bytes = 0;
   std::vector<Batch> micro(size_t(config_.grad_accum));
   bool done = config_.steps > 0 && step_ >= config_.steps;
   bool evaluated_at_end = false;
@@ -311,7 +336,8 @@ TrainSummary DistTrainer::run(const std::function<void(const StepLog&)>& on_log,
       } else {
         ddp_->end_backward();
         if (config_.clip_norm > 0) clip_grad_norm(model_->flat_grads(), config_.clip_norm);
-        optimizer_->step(model_->flat_params(), model_->flat_grads(), lr);
+        if (master_) master_->step(*optimizer_, model_->flat_params(), model_->flat_grads(), lr);
+        else optimizer_->step(model_->flat_params(), model_->flat_grads(), lr);
       }
       const CommStats& cs = zero_ ? zero_->last_stats() : ddp_->last_stats();
       ++step_;
@@ -321,13 +347,14 @@ TrainSummary DistTrainer::run(const std::function<void(const StepLog&)>& on_log,
       samples_done += int64_t(samples);
       sum.comm_s += cs.comm_s;
       sum.exposed_s += cs.exposed_s;
+      comm_bytes += cs.bytes;
 
       const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || steps_run == 1);
       if (log_now) {
         double ls[2] = {loss_sum, samples};  // mean over all ranks' samples
         comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
         StepLog l{step_, epoch, ls[0] / ls[1], lr, double(samples_done) * n / std::max(train_time, 1e-9),
-                  cs.comm_s, cs.exposed_s};
+                  cs.comm_s, cs.exposed_s, cs.bytes};
         sum.last_loss = l.loss;
         if (on_log) on_log(l);
       }
@@ -345,23 +372,25 @@ TrainSummary DistTrainer::run(const std::function<void(const StepLog&)>& on_log,
       evaluated_at_end = false;
     }
   }
+  if (zero_) zero_->settle();
   if (!evaluated_at_end) {
     sum.eval = evaluate();
     if (on_eval) on_eval(step_, sum.eval);
   }
   if (!config_.checkpoint_dir.empty()) {
-    if (zero_) zero_->gather_all_parameters();
+    full_precision_parameters();
     if (comm_->rank() == 0) {
       fs::create_directories(config_.checkpoint_dir);
       save_model(final_model_path(), *model_, {{"step", std::to_string(step_)}});
     }
-    if (zero_) zero_->release_parameters();
+    working_parameters();
     comm_->barrier();
   }
   sum.steps = step_;
   sum.time_s = since(t_start);
   sum.samples_per_s = double(samples_done) * n / std::max(train_time, 1e-9);
   sum.step_s = steps_run > 0 ? train_time / double(steps_run) : 0;
+  sum.comm_bytes_per_step = steps_run > 0 ? double(comm_bytes) / double(steps_run) : 0;
   return sum;
 }
 
@@ -374,6 +403,10 @@ ModelStateBytes DistTrainer::memory_bytes() {
   m.grads = m.grads_allocated = model_->store().grad_bytes();
   size_t state = 0;
   for (auto& [name, span] : optimizer_->state_buffers()) state += span.size_bytes();
+  // Mixed precision: the fp32 master belongs to the optimizer state (the ZeRO paper's
+  // K = 12 for mixed-precision Adam).
+  m.master = zero_ ? zero_->master_bytes() : master_ ? master_->bytes() : 0;
+  state += m.master;
   m.optimizer = state;
   m.state_per_param = double(state) / double(std::max<size_t>(1, optimizer_->numel()));
   if (zero_) {

@@ -27,6 +27,7 @@
 #include "models/module.h"
 #include "optim/ddp.h"
 #include "optim/lr_schedule.h"
+#include "optim/master_weights.h"
 #include "optim/optimizer.h"
 #include "optim/zero_memory.h"
 #include "optim/zero_optimizer.h"
@@ -51,6 +52,7 @@ struct DistTrainConfig {
   bool shuffle = true;
   DdpConfig ddp;
   int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
+  DType precision = DType::f32;  // f32, or bf16: bf16 working weights, fp32 master (master_weights.h)
   std::string checkpoint_dir;    // non-empty: save here
   int64_t save_every = 0;        // steps between checkpoints (0: only at the end)
   bool resume = false;           // continue from checkpoint_dir's latest checkpoint
@@ -75,6 +77,7 @@ struct StepLog {
   float lr = 0;
   double samples_per_s = 0;      // global
   double comm_s = 0, exposed_s = 0;  // of the last step
+  int64_t comm_bytes = 0;        // of the last step (CommStats::bytes)
 };
 
 struct EvalResult {
@@ -92,6 +95,7 @@ struct TrainSummary {
   EvalResult eval;
   double last_loss = 0;
   double step_s = 0;             // mean wall time of one step (forward to parameters updated)
+  double comm_bytes_per_step = 0;  // gradient sync + parameter allgather bytes this rank handed to the communicator, per step
 };
 
 class DistTrainer {
@@ -119,6 +123,10 @@ class DistTrainer {
 
  private:
   bool load_latest_checkpoint();
+  // Collective: all parameters on every rank at full precision (the masters in mixed
+  // precision), for a checkpoint; working_parameters() returns to the training state.
+  void full_precision_parameters() const;
+  void working_parameters() const;
 
   DistTrainConfig config_;
   Communicator* comm_;
@@ -127,7 +135,8 @@ class DistTrainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<DistributedDataParallel> ddp_;  // stage 0
-  std::unique_ptr<ZeroOptimizer> zero_;           // stages 1, 2
+  std::unique_ptr<ZeroOptimizer> zero_;           // stages 1, 2, 3
+  std::unique_ptr<MasterWeights> master_;         // stage 0 in mixed precision (ZeRO keeps its own)
   int64_t step_ = 0;
   int start_epoch_ = 0;
   int64_t skip_batches_ = 0;     // resume: micro-batches of start_epoch_ already consumed

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "optim/bucket_plan.h"
-
+#include "optim/wire16.h"
 #include "optim/zero_pages.h"
 
 namespace dpt {
@@ -11,8 +11,7 @@ namespace dpt {
 ZeroGradReducer::ZeroGradReducer(Module& model, Communicator& comm, const ShardLayout& layout, const DdpConfig& config,
                                  std::span<float> grad_shard)
     : model_(model), comm_(&comm), layout_(layout), config_(config), grad_shard_(grad_shard) {
-  if (config_.wire != DType::f32)
-    throw std::invalid_argument("ZeRO-2: gradient compression (--grad-compress) is not supported; use none");
+  if (config_.wire != DType::f32) check_wire16(config_.wire, "ZeRO-2 gradient reduction");
   if (grad_shard_.size() != layout_.shard) throw std::logic_error("ZeRO-2: gradient shard has the wrong size");
   // Buckets exactly as DDP cuts them (reverse order, small first bucket)...
   BucketPlan plan = plan_buckets(model.param_infos(), config_.first_bucket_bytes, config_.bucket_bytes);
@@ -70,12 +69,24 @@ void ZeroGradReducer::launch(Bucket& b) {
   float* grads = model_.flat_grads().data();
   const int me = comm_->rank();
   b.launched = Clock::now();
-  for (const Piece& pc : b.pieces) {
-    Buffer send{grads + pc.begin, pc.end - pc.begin, DType::f32, {}};
-    // The owner receives into its shard; the others pass their own slice (unused).
-    Buffer recv = pc.owner == me ? Buffer{grad_shard_.data() + (pc.begin - layout_.begin(me)), pc.end - pc.begin, DType::f32, {}}
-                                 : send;
-    b.works.push_back(comm_->reduce_async(send, recv, ReduceOp::avg, pc.owner));
+  if (config_.wire != DType::f32) {
+    // 16-bit: divide, round, sum on the wire (as DDP's compression); every rank
+    // reduces in place in the bucket's 16-bit copy, the owner widens its pieces at reap.
+    b.wire.resize(b.end - b.begin);
+    pack16(config_.wire, grads + b.begin, b.wire.data(), b.wire.size(), 1.0f / float(comm_->size()));
+    for (const Piece& pc : b.pieces) {
+      Buffer buf{b.wire.data() + (pc.begin - b.begin), pc.end - pc.begin, config_.wire, {}};
+      b.works.push_back(comm_->reduce_async(buf, buf, ReduceOp::sum, pc.owner));
+    }
+  } else {
+    for (const Piece& pc : b.pieces) {
+      Buffer send{grads + pc.begin, pc.end - pc.begin, DType::f32, {}};
+      // The owner receives into its shard; the others pass their own slice (unused).
+      Buffer recv = pc.owner == me ? Buffer{grad_shard_.data() + (pc.begin - layout_.begin(me)), pc.end - pc.begin,
+                                            DType::f32, {}}
+                                   : send;
+      b.works.push_back(comm_->reduce_async(send, recv, ReduceOp::avg, pc.owner));
+    }
   }
   if (!b.works.empty())
     if (auto pw = std::dynamic_pointer_cast<PromiseWork>(b.works.back())) {
@@ -94,6 +105,14 @@ void ZeroGradReducer::reap_finished(bool wait) {
     for (auto& w : b.works) {
       if (wait) w->wait(comm_->timeout());
       else if (!w->test()) return;
+    }
+    if (config_.wire != DType::f32) {
+      const int me = comm_->rank();
+      for (const Piece& pc : b.pieces)
+        if (pc.owner == me)
+          unpack16(config_.wire, b.wire.data() + (pc.begin - b.begin), grad_shard_.data() + (pc.begin - layout_.begin(me)),
+                   pc.end - pc.begin);
+      std::vector<uint16_t>().swap(b.wire);  // only buckets in flight hold a 16-bit copy
     }
     release_slice(grads + b.begin, grads + b.end);
     b.reaped = true;
@@ -117,7 +136,7 @@ void ZeroGradReducer::end_backward() {
     stats_.comm_s += std::chrono::duration<double>(b.done - start).count();
     prev_done = b.done;
     last_done = std::max(last_done, b.done);
-    stats_.bytes += int64_t((b.end - b.begin) * sizeof(float));
+    stats_.bytes += int64_t((b.end - b.begin) * dtype_size(config_.wire));
   }
   stats_.exposed_s = std::max(0.0, std::chrono::duration<double>(last_done - compute_end).count());
   stats_.exposed_s = std::min(stats_.exposed_s, stats_.comm_s);

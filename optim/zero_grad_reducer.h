@@ -18,9 +18,13 @@
 //            must write its gradients into one flat buffer, but the full gradients do
 //            not stay resident beyond their bucket. The buffer is all zeros when the
 //            step ends, so the trainer skips zero_grad() (which would touch every page).
+//   wire     f32, or bf16/f16 (--grad-compress, or --precision bf16): the bucket is
+//            divided by N and rounded into a 16-bit copy that is reduced (sum) in
+//            place; the owner widens its pieces into its fp32 shard once they arrived.
 //   no_sync  micro-steps of gradient accumulation: gradients add up in the flat buffer
 //            and nothing is communicated or released (begin_backward(false)).
 #include <chrono>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -56,6 +60,7 @@ class ZeroGradReducer {
     size_t pending = 0, num_params = 0;
     std::vector<Piece> pieces;
     std::vector<WorkPtr> works;
+    std::vector<uint16_t> wire;  // 16-bit wire: the bucket's rounded copy, while in flight
     bool reaped = false;
     Clock::time_point launched, done;
   };

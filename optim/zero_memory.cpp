@@ -51,6 +51,8 @@ std::string memory_table(const ModelStateBytes& m, const std::string& when) {
       {"comm buffers", mib(double(m.comm))},
       {"gathered (peak)", m.stage == 3 ? mib(double(m.gathered_peak)) + "  (stage-3 working set, not in the sum)" : mib(0)},
       {"peak RSS (process)", mib(double(peak_rss_bytes()))}};
+  if (m.master)
+    rows.insert(rows.begin() + 3, {"  of which fp32 master", mib(double(m.master)) + "  (mixed precision)"});
   if (m.grads_allocated != m.grads)
     rows.insert(rows.begin() + 2, {"  allocated", mib(double(m.grads_allocated)) + "  (shard + flat buffer, its pages released)"});
   if (m.params_allocated != m.params)

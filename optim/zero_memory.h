@@ -4,7 +4,10 @@
 // Terms:
 //   P, N      parameter count and world size.
 //   K         optimizer-state bytes per parameter (Adam: 8 = two fp32 moments;
-//             SGD with momentum: 4; plain SGD: 0).
+//             SGD with momentum: 4; plain SGD: 0), plus 4 for the fp32 master weights
+//             in mixed precision (the paper's K = 12 for mixed-precision Adam). Our
+//             bf16 working weights and gradients sit in fp32 arrays (the CPU kernels
+//             compute in fp32), so they count 4 + 4 bytes, not the paper's 2 + 2.
 //   formula   bytes per rank of parameters + gradients + optimizer state, fp32:
 //               stage 0  (4 + 4 + K) P            (Adam: 16P)
 //               stage 1  8P + K P / N             (Adam: 8P + 8P/N)
@@ -28,7 +31,8 @@ struct ModelStateBytes {
   size_t params_allocated = 0;  // for the note when they differ
   size_t grads = 0;            // counted: allocated, or resident where pages are released
   size_t grads_allocated = 0;  // for the note when they differ
-  size_t optimizer = 0;
+  size_t optimizer = 0;         // optimizer state, the fp32 master included
+  size_t master = 0;            // mixed precision: the fp32 master weights (part of optimizer)
   size_t comm = 0;
   size_t gathered_peak = 0;     // stage 3: the gathered working set, at its largest so far
 };

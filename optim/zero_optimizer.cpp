@@ -1,17 +1,23 @@
 #include "optim/zero_optimizer.h"
 
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "comm/half.h"
 #include "optim/clip_grad.h"
+#include "optim/wire16.h"
 #include "optim/zero_pages.h"
 
 namespace dpt {
 
 ZeroOptimizer::ZeroOptimizer(Module& model, Communicator& comm, int stage, Optimizer& shard_optimizer,
-                             const DdpConfig& config)
+                             const DdpConfig& config, DType precision)
     : model_(model), comm_(&comm), stage_(stage), optimizer_(shard_optimizer), layout_(model.num_params(), comm.size()) {
+  if (precision != DType::f32 && precision != DType::bf16)
+    throw std::invalid_argument(std::string("ZeroOptimizer: precision ") + dtype_name(precision) + " (valid: f32, bf16)");
+  if (precision == DType::bf16) master_ = std::make_unique<MasterWeights>();
   if (stage_ < 1 || stage_ > 3)
     throw std::invalid_argument("ZeroOptimizer: stage " + std::to_string(stage) + " (valid: 1, 2, 3)");
   if (optimizer_.numel() != layout_.shard)
@@ -27,8 +33,11 @@ ZeroOptimizer::ZeroOptimizer(Module& model, Communicator& comm, int stage, Optim
     auto g = model_.flat_grads();
     release_slice(g.data(), g.data() + g.size());
     reducer_ = std::make_unique<ZeroGradReducer>(model_, comm, layout_, config, std::span<float>(grad_shard_));
-    if (stage_ == 3) gatherer_ = std::make_unique<ZeroParamGatherer>(model_, comm, layout_, config.overlap);
+    if (stage_ == 3) gatherer_ = std::make_unique<ZeroParamGatherer>(model_, comm, layout_, config.overlap, precision);
   }
+  // Pieces as large as a gradient bucket: --bucket-mb sets both granularities.
+  if (stage_ <= 2 && config.overlap)
+    refresher_ = std::make_unique<ZeroParamRefresher>(model_, comm, layout_, config.bucket_bytes, precision);
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
@@ -43,7 +52,22 @@ std::span<float> ZeroOptimizer::grad_shard() {
 }
 
 void ZeroOptimizer::broadcast_parameters() {
-  if (ddp_) return ddp_->broadcast_parameters();
+  settle();
+  if (ddp_) {
+    ddp_->broadcast_parameters();
+  } else {
+    broadcast_and_verify();
+  }
+  // Every rank holds rank 0's full-precision values: the own shard becomes the master
+  // and all are rounded alike (stage 3 then keeps only its own shard).
+  if (master_) {
+    master_->adopt(param_shard());
+    round_bf16(model_.flat_params());
+  }
+  if (gatherer_) gatherer_->release_all();
+}
+
+void ZeroOptimizer::broadcast_and_verify() {
   auto params = model_.flat_params();
   comm_->broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, 0);
   const auto* p = reinterpret_cast<const unsigned char*>(params.data());
@@ -55,7 +79,6 @@ void ZeroOptimizer::broadcast_parameters() {
   std::string bad;
   for (int r = 0; r < comm_->size(); ++r)
     if (all[size_t(r)] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
-  if (gatherer_) gatherer_->release_all();
   if (!bad.empty())
     throw std::runtime_error("ZeRO: after broadcasting rank 0's parameters, ranks [" + bad +
                              "] hold different bytes (checksum mismatch)");
@@ -66,10 +89,14 @@ void ZeroOptimizer::set_communicator(Communicator& comm) {
   if (ddp_) ddp_->set_communicator(comm);
   else reducer_->set_communicator(comm);
   if (gatherer_) gatherer_->set_communicator(comm);
+  if (refresher_) refresher_->set_communicator(comm);
   comm_ = &comm;
 }
 
 void ZeroOptimizer::begin_backward(bool sync) {
+  // The first micro-step of a step: gathers since the last step (evaluation) are not its.
+  if (gatherer_ && !in_step_) gatherer_->take_bytes();
+  in_step_ = true;
   if (ddp_) ddp_->begin_backward(sync);
   else reducer_->begin_backward(sync);
 }
@@ -81,6 +108,11 @@ void ZeroOptimizer::end_backward() {
   } else {
     reducer_->end_backward();
     stats_ = reducer_->last_stats();
+    if (gatherer_) stats_.bytes += gatherer_->take_bytes();  // this step's forward and backward gathers
+  }
+  if (refresher_) {  // the previous step's refresh, which ran during this forward
+    stats_.comm_s += refresher_->take_comm_s();
+    stats_.exposed_s += refresher_->take_exposed_s();
   }
 }
 
@@ -92,28 +124,64 @@ void ZeroOptimizer::clip_grad_norm(float max_norm) {
 }
 
 void ZeroOptimizer::step(float lr) {
-  optimizer_.step(param_shard(), grad_shard(), lr);
+  in_step_ = false;
+  if (master_) master_->step(optimizer_, param_shard(), grad_shard(), lr);
+  else optimizer_.step(param_shard(), grad_shard(), lr);
   if (gatherer_) return;  // stage 3: layers gather what they need when they run
+  if (refresher_) {
+    stats_.bytes += refresher_->launch();
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  auto all = model_.store().padded_params(layout_.padded());
-  const auto mine = param_shard();
-  comm_->allgather(Buffer{mine.data(), mine.size(), DType::f32, {}}, Buffer{all.data(), all.size(), DType::f32, {}});
+  const DType wire = master_ ? DType::bf16 : DType::f32;
+  allgather_parameters(wire);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.comm_s += dt;
   stats_.exposed_s += dt;
-  stats_.bytes += int64_t(all.size() * sizeof(float));
+  stats_.bytes += int64_t(layout_.padded() * dtype_size(wire));
+}
+
+void ZeroOptimizer::allgather_parameters(DType wire) {
+  auto all = model_.store().padded_params(layout_.padded());
+  const auto mine = param_shard();
+  if (wire == DType::f32) {
+    comm_->allgather(Buffer{mine.data(), mine.size(), DType::f32, {}}, Buffer{all.data(), all.size(), DType::f32, {}});
+    return;
+  }
+  wire_shard_.resize(mine.size());
+  pack16(wire, mine.data(), wire_shard_.data(), mine.size());
+  // The 16-bit result fills the first half of the buffer's bytes; widen from the top.
+  auto* bytes = reinterpret_cast<unsigned char*>(all.data());
+  comm_->allgather(Buffer{wire_shard_.data(), mine.size(), wire, {}}, Buffer{bytes, all.size(), wire, {}});
+  for (size_t i = all.size(); i-- > 0;) {
+    uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, 2);
+    const float f = wire == DType::bf16 ? bf16_to_float(h) : half_to_float(h);
+    std::memcpy(bytes + 4 * i, &f, 4);
+  }
 }
 
 }  // namespace dpt
 
 namespace dpt {
 
+void ZeroOptimizer::settle() {
+  if (refresher_) refresher_->settle();
+}
+
 void ZeroOptimizer::gather_all_parameters() {
+  settle();
+  if (master_) master_->expose(param_shard());
   if (gatherer_) gatherer_->gather_all();
+  else if (master_) allgather_parameters(DType::f32);
 }
 
 void ZeroOptimizer::release_parameters() {
   if (gatherer_) gatherer_->release_all();
+  if (!master_) return;
+  // Rounding the exposed masters gives exactly the working values back.
+  if (gatherer_) round_bf16(param_shard());
+  else round_bf16(model_.store().padded_params(layout_.padded()));
 }
 
 }  // namespace dpt

@@ -17,8 +17,20 @@
 //   allgather        stages 1, 2: after the step, an in-place allgather over the padded flat
 //                    parameter buffer (rank r's slot is its shard) gives every rank
 //                    the full updated parameters for the next forward.
+//   mixed precision  precision bf16 (master_weights.h): the shard optimizer steps an fp32
+//                    master copy of this rank's shard; the working parameters are its
+//                    bf16 rounding and are allgathered (stages 1, 2) or broadcast per
+//                    layer (stage 3) as bf16. The bf16 allgather lands in the first half
+//                    of the flat fp32 buffer's bytes and is widened in place from the
+//                    top down (element i's float overwrites only 16-bit elements >= i,
+//                    already widened), so it needs no full-size staging buffer.
+//   refresh          stages 1, 2 with overlap on: instead of a blocking allgather, the
+//                    updated shards are broadcast from their owners asynchronously and
+//                    the next forward waits per layer only for what it reads
+//                    (zero_param_refresher.h); the same bytes arrive, so the same bits.
 //   comm time        gradient sync (as DDP reports it) plus the allgather, which is not
 //                    overlapped with anything and so counts as exposed too.
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
@@ -26,10 +38,12 @@
 #include "comm/communicator.h"
 #include "models/module.h"
 #include "optim/ddp.h"
+#include "optim/master_weights.h"
 #include "optim/optimizer.h"
 #include "optim/zero_grad_reducer.h"
 #include "optim/zero_layout.h"
 #include "optim/zero_param_gatherer.h"
+#include "optim/zero_param_refresher.h"
 
 namespace dpt {
 
@@ -37,7 +51,10 @@ class ZeroOptimizer {
  public:
   // shard_optimizer must have been built for ShardLayout(model.num_params(), comm.size()).shard
   // elements; it stays owned by the caller (checkpoints read its state).
-  ZeroOptimizer(Module& model, Communicator& comm, int stage, Optimizer& shard_optimizer, const DdpConfig& config);
+  // precision: f32, or bf16 (mixed precision with fp32 master weights); the gradients
+  // travel in config.wire (the trainer sets bf16 with --precision bf16).
+  ZeroOptimizer(Module& model, Communicator& comm, int stage, Optimizer& shard_optimizer, const DdpConfig& config,
+                DType precision = DType::f32);
   ~ZeroOptimizer();
 
   // Rank 0's parameters to everyone, verified by checksum (as DDP does).
@@ -47,10 +64,14 @@ class ZeroOptimizer {
   void end_backward();
   // Clips by the global norm over all ranks' shards (one allreduce of a double).
   void clip_grad_norm(float max_norm);
-  // Steps this rank's shard, then (stages 1, 2) allgathers the parameters.
+  // Steps this rank's shard, then (stages 1, 2) allgathers the parameters, or with
+  // overlap on launches the refresh that the next forward waits for layer by layer.
   void step(float lr);
-  // Stage 3: collective, all parameters resident on every rank (for a checkpoint),
-  // and back to the own shard. No-ops in stages 1 and 2, where all are always resident.
+  // Waits for a refresh in flight (before reading every parameter, or at the end).
+  void settle();
+  // Collective: every rank holds all parameters at full precision (for a checkpoint:
+  // the master weights in mixed precision), then back to the working state (stage 3:
+  // the own shard only). No-ops in fp32 stages 1 and 2, where all are always resident.
   void gather_all_parameters();
   void release_parameters();
 
@@ -65,6 +86,8 @@ class ZeroOptimizer {
   size_t grad_shard_bytes() const { return grad_shard_.capacity() * sizeof(float); }
   size_t comm_buffer_bytes() const { return ddp_ ? ddp_->comm_buffer_bytes() : 0; }
   size_t peak_gathered_bytes() const { return gatherer_ ? gatherer_->peak_gathered_bytes() : 0; }
+  size_t master_bytes() const { return master_ ? master_->bytes() : 0; }
+  DType precision() const { return master_ ? DType::bf16 : DType::f32; }
 
  private:
   Module& model_;
@@ -76,7 +99,16 @@ class ZeroOptimizer {
   std::vector<float> grad_shard_;                 // stage 2: S elements
   std::unique_ptr<ZeroGradReducer> reducer_;      // stages 2, 3
   std::unique_ptr<ZeroParamGatherer> gatherer_;   // stage 3
+  std::unique_ptr<ZeroParamRefresher> refresher_; // stages 1, 2 with overlap
+  std::unique_ptr<MasterWeights> master_;        // mixed precision
+  std::vector<uint16_t> wire_shard_;              // mixed precision: bf16 copy of the shard to allgather
   CommStats stats_;
+  bool in_step_ = false;  // between a step's first begin_backward and its step()
+
+  // Rank 0's parameters to everyone, then a checksum allgather (stages 2, 3).
+  void broadcast_and_verify();
+  // Stages 1, 2: every rank's shard to everyone, in wire (f32 in place, or bf16).
+  void allgather_parameters(DType wire);
 };
 
 }  // namespace dpt

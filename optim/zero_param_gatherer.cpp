@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "optim/wire16.h"
 #include "optim/zero_pages.h"
 
 namespace dpt {
 
-ZeroParamGatherer::ZeroParamGatherer(Module& model, Communicator& comm, const ShardLayout& layout, bool prefetch)
-    : model_(model), comm_(&comm), layout_(layout), prefetch_(prefetch) {
+ZeroParamGatherer::ZeroParamGatherer(Module& model, Communicator& comm, const ShardLayout& layout, bool prefetch,
+                                     DType wire)
+    : model_(model), comm_(&comm), layout_(layout), prefetch_(prefetch), wire_(wire) {
+  if (wire_ != DType::f32) check_wire16(wire_, "ZeRO-3 parameter gather");
   for (const LayerInfo& info : model.layer_infos()) {
     LayerState st;
     for (auto [b, e] : info.ranges)
@@ -45,8 +48,16 @@ void ZeroParamGatherer::launch(size_t layer) {
   LayerState& l = layers_[layer];
   if (l.held || l.pieces.empty()) return;
   float* params = model_.flat_params().data();
-  for (const Piece& p : l.pieces)
-    l.works.push_back(comm_->broadcast_async(Buffer{params + p.begin, p.end - p.begin, DType::f32, {}}, p.owner));
+  for (const Piece& p : l.pieces) {
+    bytes_ += int64_t((p.end - p.begin) * dtype_size(wire_));
+    if (wire_ == DType::f32) {
+      l.works.push_back(comm_->broadcast_async(Buffer{params + p.begin, p.end - p.begin, DType::f32, {}}, p.owner));
+      continue;
+    }
+    auto& stage = l.staged.emplace_back(p.end - p.begin);
+    if (p.owner == comm_->rank()) pack16(wire_, params + p.begin, stage.data(), stage.size());
+    l.works.push_back(comm_->broadcast_async(Buffer{stage.data(), stage.size(), wire_, {}}, p.owner));
+  }
   l.held = true;
   size_t held = 0;  // overlapping pieces of two held layers count twice: an upper bound
   for (const auto& h : layers_)
@@ -55,10 +66,21 @@ void ZeroParamGatherer::launch(size_t layer) {
   peak_gathered_ = std::max(peak_gathered_, held);
 }
 
+void ZeroParamGatherer::finish(size_t layer) {
+  LayerState& l = layers_[layer];
+  for (auto& w : l.works) w->wait(comm_->timeout());
+  l.works.clear();
+  if (l.staged.empty()) return;
+  float* params = model_.flat_params().data();
+  for (size_t k = 0; k < l.pieces.size(); ++k)
+    if (l.pieces[k].owner != comm_->rank())
+      unpack16(wire_, l.staged[k].data(), params + l.pieces[k].begin, l.staged[k].size());
+  l.staged.clear();
+}
+
 void ZeroParamGatherer::acquire(size_t layer, int direction) {
   launch(layer);
-  for (auto& w : layers_[layer].works) w->wait(comm_->timeout());
-  layers_[layer].works.clear();
+  finish(layer);
   if (!prefetch_) return;
   // The next layer with parameters in this direction, unless it shares a piece with a
   // held layer (its broadcast would write bytes this layer is reading).
@@ -83,8 +105,7 @@ bool ZeroParamGatherer::overlaps_held(const Piece& p, size_t except) const {
 void ZeroParamGatherer::release(size_t layer) {
   LayerState& l = layers_[layer];
   if (!l.held) return;
-  for (auto& w : l.works) w->wait(comm_->timeout());
-  l.works.clear();
+  finish(layer);
   l.held = false;
   float* params = model_.flat_params().data();
   const int me = comm_->rank();
@@ -106,6 +127,7 @@ void ZeroParamGatherer::release_all() {
   for (auto& l : layers_) {
     for (auto& w : l.works) w->wait(comm_->timeout());
     l.works.clear();
+    l.staged.clear();
     l.held = false;
   }
   float* params = model_.flat_params().data();

@@ -24,7 +24,7 @@ namespace {
 
 struct Cli {
   DistTrainConfig cfg;
-  std::string backend, algo, switch_backend, metrics_out, grad_compress, device, config_file, overlap_comm;
+  std::string backend, algo, switch_backend, metrics_out, grad_compress, device, config_file, overlap_comm, precision;
   int zero = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
   bool no_overlap = false, no_shuffle = false;
@@ -66,6 +66,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("no-overlap", po::bool_switch(&c.no_overlap), "allreduce only after backward ends")
     ("grad-accum", po::value(&c.cfg.grad_accum)->default_value(1), "micro-steps per optimizer step")
     ("grad-compress", po::value(&c.grad_compress)->default_value("none"), "none | bf16 | fp16 gradients on the wire")
+    ("precision", po::value(&c.precision)->default_value("fp32"), "fp32 | bf16: bf16 working weights and gradients (on the wire too) with fp32 master weights")
     ("checkpoint-dir", po::value(&c.cfg.checkpoint_dir)->default_value(""), "save checkpoints here")
     ("save-every", po::value(&c.cfg.save_every)->default_value(0), "steps between checkpoints")
     ("resume", po::bool_switch(&c.cfg.resume), "continue from --checkpoint-dir's latest checkpoint")
@@ -122,7 +123,13 @@ int main(int argc, char** argv) {
     po::notify(vm);
     if (c.zero < 0 || c.zero > 3) throw std::invalid_argument("--zero " + std::to_string(c.zero) + ": valid stages are 0, 1, 2, 3");
     if (c.overlap_comm != "on" && c.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + c.overlap_comm + "': valid are on, off");
-    if (c.zero >= 2 && c.grad_compress != "none") throw std::invalid_argument("--grad-compress with --zero 2|3: ZeRO-2/3 reduce fp32 gradients only");
+    if (c.precision == "fp32") c.cfg.precision = dpt::DType::f32;
+    else if (c.precision == "bf16") c.cfg.precision = dpt::DType::bf16;
+    else throw std::invalid_argument("--precision '" + c.precision + "': valid are fp32, bf16");
+    // Mixed precision sends bf16 gradients: bf16 compression is implied, fp16 conflicts.
+    if (c.precision == "bf16" && c.grad_compress == "fp16")
+      throw std::invalid_argument("--precision bf16 communicates gradients in bf16; --grad-compress fp16 conflicts with it");
+    if (c.precision == "bf16") c.grad_compress = "bf16";
     c.cfg.zero_stage = c.zero;
     if (c.overlap_comm == "off") c.no_overlap = true;
     if (c.device != "cpu")
@@ -173,6 +180,7 @@ int main(int argc, char** argv) {
                         {"per-rank batch", std::to_string(c.cfg.batch_size) + " x " + std::to_string(c.cfg.grad_accum) + " accum"},
                         {"global batch", std::to_string(c.cfg.batch_size * c.cfg.grad_accum * world)},
                         {"optimizer", c.cfg.optimizer + " lr " + fmt("%g", c.lr) + " (" + c.cfg.lr_schedule + ")"},
+                        {"precision", c.precision == "bf16" ? "bf16 working weights and gradients, fp32 master weights" : "fp32"},
                         {"ZeRO stage", std::to_string(c.zero) + (c.zero ? " (shard " + std::to_string((params + world - 1) / world) + " elements per rank)" : " (DDP)")},
                         {c.zero >= 2 ? "ZeRO-2/3 buckets" : "DDP buckets", std::to_string(trainer.num_buckets()) + " (" + fmt("%g", c.bucket_mb) + " MiB, overlap " + (c.no_overlap ? "off" : "on") + ", wire " + c.grad_compress + ")"},
                         {"epochs / steps", std::to_string(c.cfg.epochs) + " / " + (c.cfg.steps ? std::to_string(c.cfg.steps) : "all")}});
@@ -199,7 +207,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", l.step}, {"epoch", l.epoch}, {"loss", l.loss}, {"lr", l.lr},
-                            {"samples_per_s", l.samples_per_s}, {"comm_ms", l.comm_s * 1e3}, {"exposed_ms", l.exposed_s * 1e3}};
+                            {"samples_per_s", l.samples_per_s}, {"comm_ms", l.comm_s * 1e3}, {"exposed_ms", l.exposed_s * 1e3}, {"comm_bytes", l.comm_bytes}};
         metrics << j.dump() << "\n" << std::flush;
       }
     };
@@ -227,8 +235,9 @@ int main(int argc, char** argv) {
       std::string acc = s.eval.accuracy >= 0 ? "test_acc=" + fmt("%.4f", s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
       double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
       std::cout << dpt::memory_table(trainer.memory_bytes(), "end");
-      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d\n",
-                  acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, world, comm->backend_name().c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero);
+      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s\n",
+                  acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, world, comm->backend_name().c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
+                  s.comm_bytes_per_step / (1 << 20), c.precision.c_str());
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},

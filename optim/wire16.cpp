@@ -1,0 +1,33 @@
+#include "optim/wire16.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "comm/half.h"
+
+namespace dpt {
+
+void check_wire16(DType wire, const char* what) {
+  if (wire != DType::bf16 && wire != DType::f16)
+    throw std::invalid_argument(std::string(what) + ": 16-bit wire dtype must be bf16 or f16, not " + dtype_name(wire));
+}
+
+void pack16(DType wire, const float* src, uint16_t* dst, size_t n, float scale) {
+  if (wire == DType::bf16)
+    for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i] * scale);
+  else
+    for (size_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i] * scale);
+}
+
+void unpack16(DType wire, const uint16_t* src, float* dst, size_t n) {
+  if (wire == DType::bf16)
+    for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+  else
+    for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
+}
+
+void round_bf16(std::span<float> x) {
+  for (float& v : x) v = bf16_to_float(float_to_bf16(v));
+}
+
+}  // namespace dpt
