@@ -72,7 +72,8 @@ case $scenario in
     cmp_runs z0 z2off --rtol 1e-6
     cmp_runs z0 z3 --rtol 1e-6 ;;
   zero-reshard)      # saved by 4 ranks (ZeRO-3) at step 10, resumed by 2 ranks (ZeRO-1), 3 ranks (ZeRO-3),
-                     # and after zero_consolidate by 2 ranks of DDP; same global batch 48 throughout
+                     # and after zero_consolidate by 2 ranks of DDP; saved by ZeRO-1 and ZeRO-2 at 4 and
+                     # resumed at 3 and 2; same global batch 48 throughout
     run full mpi 4 "${zcommon[@]}" --backend mpi --steps 20 --batch-size 12 --zero 2
     run save mpi 4 "${zcommon[@]}" --backend mpi --steps 10 --batch-size 12 --zero 3 --save-every 10
     ls "$work/save/step_10"/model.optim.shard_{0,1,2,3}.safetensors > /dev/null
@@ -85,7 +86,14 @@ case $scenario in
     # Consolidated: one optimizer file, from which plain DDP (2 ranks) carries on too.
     "$bin/zero_consolidate" "$work/ddp" && rm "$work/ddp/step_10"/model.optim.shard_*.safetensors
     run ddp mpi 2 "${zcommon[@]}" --backend mpi --steps 20 --batch-size 24 --zero 0 --resume
-    cmp_runs full ddp --rtol 1e-6 --from-step 10 ;;
+    cmp_runs full ddp --rtol 1e-6 --from-step 10
+    # Saved by the other stages too: ZeRO-1 at 4 resumed by ZeRO-2 at 3, ZeRO-2 at 4 by ZeRO-3 at 2.
+    run s1to3 mpi 4 "${zcommon[@]}" --backend mpi --steps 10 --batch-size 12 --zero 1 --save-every 10
+    run s1to3 mpi 3 "${zcommon[@]}" --backend mpi --steps 20 --batch-size 16 --zero 2 --resume
+    cmp_runs full s1to3 --rtol 1e-6 --from-step 10
+    run s2to2 mpi 4 "${zcommon[@]}" --backend mpi --steps 10 --batch-size 12 --zero 2 --save-every 10
+    run s2to2 mpi 2 "${zcommon[@]}" --backend mpi --steps 20 --batch-size 24 --zero 3 --resume
+    cmp_runs full s2to2 --rtol 1e-6 --from-step 10 ;;
   zero-switch)       # ZeRO-2 and ZeRO-3: switching backend mid-run changes nothing
     run plain mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 2
     run switched mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 2 --switch-backend 8:mpi
