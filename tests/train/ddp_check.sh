@@ -94,13 +94,20 @@ case $scenario in
     run s2to2 mpi 4 "${zcommon[@]}" --backend mpi --steps 10 --batch-size 12 --zero 2 --save-every 10
     run s2to2 mpi 2 "${zcommon[@]}" --backend mpi --steps 20 --batch-size 24 --zero 3 --resume
     cmp_runs full s2to2 --rtol 1e-6 --from-step 10 ;;
-  zero-switch)       # ZeRO-2 and ZeRO-3: switching backend mid-run changes nothing
+  zero-switch)       # ZeRO-1, 2 and 3 (and 2 in bf16): switching backend mid-run changes nothing
     run plain mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 2
     run switched mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 2 --switch-backend 8:mpi
     run switched3 mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 3 --switch-backend 8:mpi
     grep -q "switch at 8:mpi" "$work/switched.log"
     cmp_runs plain switched --rtol 0
-    cmp_runs plain switched3 --rtol 0 ;;  # stage 3 moves the same bytes as stage 2
+    cmp_runs plain switched3 --rtol 0   # stage 3 moves the same bytes as stage 2
+    # Stage 1 (DDP's allreduce, the refresh in flight across the switch), and bf16 mixed precision.
+    run plain1 mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 1
+    run switched1 mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 1 --switch-backend 8:mpi
+    cmp_runs plain1 switched1 --rtol 0
+    run plainb mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 2 --precision bf16
+    run switchedb mpi "$n" "${zcommon[@]}" --steps 20 --batch-size 32 --backend tcp --algo ring --zero 2 --precision bf16 --switch-backend 8:mpi
+    cmp_runs plainb switchedb --rtol 0 ;;
   zero-mixed)        # --precision bf16 (bf16 working weights and gradients, fp32 master weights), N ranks
     # 1. Every stage trains the same bf16 model. Stage 1 runs stage 0's allreduce and
     #    stage 3 stage 2's reduces: bit for bit equal. Stage 2 against stage 0: equal at 2
