@@ -28,8 +28,10 @@
 //                    updated shards are broadcast from their owners asynchronously and
 //                    the next forward waits per layer only for what it reads
 //                    (zero_param_refresher.h); the same bytes arrive, so the same bits.
-//   comm time        gradient sync (as DDP reports it) plus the allgather, which is not
-//                    overlapped with anything and so counts as exposed too.
+//   comm time        gradient sync (as DDP reports it) plus the parameter allgather:
+//                    with overlap off it is blocking and counts as exposed too; with
+//                    overlap on the refresh's time is reported in the next step, with
+//                    what the forward waited for as exposed.
 #include <cstdint>
 #include <memory>
 #include <span>
