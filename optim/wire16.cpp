@@ -1,5 +1,6 @@
 #include "optim/wire16.h"
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +25,16 @@ void unpack16(DType wire, const uint16_t* src, float* dst, size_t n) {
     for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
   else
     for (size_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
+}
+
+void widen16_in_place(DType wire, float* buf, size_t n) {
+  auto* bytes = reinterpret_cast<unsigned char*>(buf);
+  for (size_t i = n; i-- > 0;) {
+    uint16_t h;
+    std::memcpy(&h, bytes + 2 * i, 2);
+    const float f = wire == DType::bf16 ? bf16_to_float(h) : half_to_float(h);
+    std::memcpy(bytes + 4 * i, &f, 4);
+  }
 }
 
 void round_bf16(std::span<float> x) {

@@ -1,11 +1,9 @@
 #include "optim/zero_optimizer.h"
 
 #include <chrono>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
-#include "comm/half.h"
 #include "optim/clip_grad.h"
 #include "optim/wire16.h"
 #include "optim/zero_pages.h"
@@ -150,15 +148,9 @@ void ZeroOptimizer::allgather_parameters(DType wire) {
   }
   wire_shard_.resize(mine.size());
   pack16(wire, mine.data(), wire_shard_.data(), mine.size());
-  // The 16-bit result fills the first half of the buffer's bytes; widen from the top.
-  auto* bytes = reinterpret_cast<unsigned char*>(all.data());
-  comm_->allgather(Buffer{wire_shard_.data(), mine.size(), wire, {}}, Buffer{bytes, all.size(), wire, {}});
-  for (size_t i = all.size(); i-- > 0;) {
-    uint16_t h;
-    std::memcpy(&h, bytes + 2 * i, 2);
-    const float f = wire == DType::bf16 ? bf16_to_float(h) : half_to_float(h);
-    std::memcpy(bytes + 4 * i, &f, 4);
-  }
+  // The 16-bit result fills the first half of the buffer's bytes (wire16.h).
+  comm_->allgather(Buffer{wire_shard_.data(), mine.size(), wire, {}}, Buffer{all.data(), all.size(), wire, {}});
+  widen16_in_place(wire, all.data(), all.size());
 }
 
 }  // namespace dpt

@@ -21,9 +21,8 @@
 //                    master copy of this rank's shard; the working parameters are its
 //                    bf16 rounding and are allgathered (stages 1, 2) or broadcast per
 //                    layer (stage 3) as bf16. The bf16 allgather lands in the first half
-//                    of the flat fp32 buffer's bytes and is widened in place from the
-//                    top down (element i's float overwrites only 16-bit elements >= i,
-//                    already widened), so it needs no full-size staging buffer.
+//                    of the flat fp32 buffer's bytes and is widened in place
+//                    (wire16.h), so it needs no full-size staging buffer.
 //   refresh          stages 1, 2 with overlap on: instead of a blocking allgather, the
 //                    updated shards are broadcast from their owners asynchronously and
 //                    the next forward waits per layer only for what it reads
@@ -89,7 +88,6 @@ class ZeroOptimizer {
   size_t comm_buffer_bytes() const { return ddp_ ? ddp_->comm_buffer_bytes() : 0; }
   size_t peak_gathered_bytes() const { return gatherer_ ? gatherer_->peak_gathered_bytes() : 0; }
   size_t master_bytes() const { return master_ ? master_->bytes() : 0; }
-  DType precision() const { return master_ ? DType::bf16 : DType::f32; }
 
  private:
   Module& model_;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "comm/half.h"
@@ -63,4 +64,17 @@ TEST_CASE("wire16: pack divides then rounds, unpack is exact", "[master]") {
     }
   }
   CHECK_THROWS_WITH(dpt::check_wire16(dpt::DType::f32, "test"), Catch::Contains("bf16 or f16"));
+}
+
+TEST_CASE("wire16: 16-bit values in a buffer's first half widen in place", "[master]") {
+  std::vector<float> expect = {0.5f, -3.0f, 1.0f / 3.0f, 1e-3f, 7.0f, -0.1f, 2.0f};
+  for (dpt::DType wire : {dpt::DType::bf16, dpt::DType::f16}) {
+    std::vector<uint16_t> packed(expect.size());
+    dpt::pack16(wire, expect.data(), packed.data(), expect.size());
+    std::vector<float> want(expect.size()), buf(expect.size(), 123.0f);
+    dpt::unpack16(wire, packed.data(), want.data(), want.size());
+    std::memcpy(buf.data(), packed.data(), packed.size() * 2);  // as an allgather leaves it
+    dpt::widen16_in_place(wire, buf.data(), buf.size());
+    CHECK(buf == want);
+  }
 }
