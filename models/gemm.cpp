@@ -6,6 +6,8 @@
 #include <chrono>
 #include <vector>
 
+#include "models/cuda/gpu_ops.h"
+
 namespace dpt {
 namespace {
 thread_local GemmRecorder* t_recorder = nullptr;
@@ -18,6 +20,29 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
   if (m == 0 || n == 0) return;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+              int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (!cuda) return sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (t_recorder)
+    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f});
+  gpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                      int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
+                      int ldc, int64_t stride_c, int batch) {
+  if (cuda) {
+    if (t_recorder)
+      t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f}, batch);
+    gpu::sgemm_batched(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                       stride_c, batch);
+    return;
+  }
+  for (int i = 0; i < batch; ++i)
+    sgemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c,
+          ldc);
 }
 
 double GemmRecorder::total_flops() const {

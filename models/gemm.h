@@ -15,6 +15,13 @@ namespace dpt {
 
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
            int lda, const float* b, int ldb, float beta, float* c, int ldc);
+// The same product on device pointers (cuBLAS, gpu::sgemm) when `cuda`, else sgemm();
+// recorded alike. sgemm_batched_on: `batch` products at fixed element strides.
+void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+              int lda, const float* b, int ldb, float beta, float* c, int ldc);
+void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                      int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
+                      int ldc, int64_t stride_c, int batch);
 
 struct GemmShape {
   bool trans_a = false, trans_b = false;
@@ -28,7 +35,7 @@ struct GemmShape {
 
 class GemmRecorder {
  public:
-  void record(const GemmShape& s) { ++calls_[s]; }
+  void record(const GemmShape& s, int64_t times = 1) { calls_[s] += times; }
   const std::map<GemmShape, int64_t>& calls() const { return calls_; }
   double total_flops() const;
   void clear() { calls_.clear(); }

@@ -37,6 +37,7 @@ struct ModelInput {
 struct ForwardContext {
   const ModelInput* input = nullptr;
   bool training = true;
+  bool cuda = false;  // the model runs on the CUDA device (layers that read `input` follow it)
 };
 
 class GradSink {
@@ -69,6 +70,9 @@ class Layer {
   virtual const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) = 0;
   // Parameters read by this layer, in the order it registered/uses them.
   virtual std::vector<size_t> used_params() const { return {}; }
+  // True when forward/backward also run on tensors in CUDA memory (Module::to_cuda
+  // refuses a model with a layer that does not).
+  virtual bool supports_cuda() const { return false; }
 
   const std::string& name() const { return name_; }
 

@@ -38,6 +38,10 @@ class SoftmaxCrossEntropy : public Loss {
  public:
   float forward(const Tensor& logits, const ModelTarget& target, float grad_scale) override;
   std::string name() const override { return "softmax_cross_entropy"; }
+
+ private:
+  DeviceFloats labels_device_;  // CUDA logits: the labels on the device
+  Tensor row_loss_;             // and each row's loss there
 };
 
 class MseLoss : public Loss {

@@ -1,5 +1,7 @@
 #include "models/module.h"
 
+#include "models/cuda/gpu_ops.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -46,9 +48,30 @@ void Module::finalize(std::unique_ptr<Loss> loss) {
       throw std::logic_error(name_ + ": parameter " + store_.infos()[i].name + " is used by no layer");
 }
 
+void Module::to_cuda(int device_index) {
+  for (const auto& layer : layers_)
+    if (!layer->supports_cuda())
+      throw std::invalid_argument(name_ + ": layer " + layer->name() + " has no CUDA kernels (models on CUDA: " +
+                                  "toy, mlp, gpt)");
+  std::string why;
+  if (gpu::device_count(&why) <= device_index)
+    throw gpu::GpuError(name_ + ": no CUDA device " + std::to_string(device_index) + " here (" + why + ")");
+  gpu::use_device(device_index);
+  store_.attach_device();
+  cuda_ = true;
+}
+
 void Module::zero_grad() {
   auto g = store_.flat_grads();
   std::fill(g.begin(), g.end(), 0.0f);
+  store_.zero_device_grads();
+}
+
+const Tensor& Module::host_output() {
+  if (!output_) throw std::logic_error(name_ + ": host_output() before forward()");
+  if (!output_->on_cuda()) return *output_;
+  host_output_ = output_->to_host();
+  return host_output_;
 }
 
 const Tensor& Module::forward(const ModelInput& in, bool training) {
@@ -59,17 +82,22 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
     throw std::invalid_argument(name_ + (takes_tokens_ ? ": needs token input" : ": needs float input"));
   ctx_.input = &in;
   ctx_.training = training;
+  ctx_.cuda = cuda_;
   if (!takes_tokens_) {
     std::vector<int64_t> shape{in.n};
     shape.insert(shape.end(), in.sample_shape.begin(), in.sample_shape.end());
+    input_.set_device(cuda_ ? TensorDevice::kCuda : TensorDevice::kCpu);
     input_.resize(std::move(shape));
-    std::copy(in.x, in.x + input_.numel(), input_.data());
+    if (cuda_) gpu::upload(input_.data(), in.x, input_.numel() * sizeof(float));
+    else std::copy(in.x, in.x + input_.numel(), input_.data());
   } else {
     input_.resize({0});
   }
   const Tensor* cur = &input_;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (hooks_.on_layer_forward) hooks_.on_layer_forward(i);
+    if (cuda_)
+      for (const auto& [begin, end] : layer_infos_[i].ranges) store_.upload_params(begin, end);
     cur = &layers_[i]->forward(*cur, ctx_);
     if (hooks_.on_layer_forward_done) hooks_.on_layer_forward_done(i);
   }
@@ -90,7 +118,9 @@ void Module::backward() {
   if (!have_loss_grad_) throw std::logic_error(name_ + ": backward() without forward() and loss()");
   have_loss_grad_ = false;
   sink_.begin(use_counts_, [this](size_t p) {
-    if (hooks_.on_grad_ready) hooks_.on_grad_ready(store_.infos()[p]);
+    const ParamInfo& info = store_.infos()[p];
+    if (cuda_ && grad_download_) store_.download_grads(info.offset, info.offset + info.numel);
+    if (hooks_.on_grad_ready) hooks_.on_grad_ready(info);
   });
   const Tensor* g = &loss_->grad();
   for (size_t i = layers_.size(); i-- > 0;) {

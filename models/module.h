@@ -12,6 +12,13 @@
 //                in that pass. DDP and ZeRO start communication from it.
 //
 // Gradients accumulate (+=) over backward calls until zero_grad().
+//
+// On CUDA (to_cuda): activations, the loss and every layer's arithmetic run on the
+// device; the flat host buffers stay the ones that optimizers, DDP, ZeRO and
+// checkpoints use (ParamStore's device mirror). forward uploads each layer's parameter
+// ranges right after on_layer_forward (so ZeRO-3's per-layer gather lands first), and
+// each gradient is downloaded into the host buffer when it is final, just before
+// on_grad_ready fires: hooks see the same host buffers as on the CPU.
 #pragma once
 
 #include <functional>
@@ -60,7 +67,18 @@ class Module {
   void set_hooks(ModuleHooks hooks) { hooks_ = std::move(hooks); }
   const ModuleHooks& hooks() const { return hooks_; }
 
+  // Moves the model to CUDA device `device_index` for good (activations, kernels, the
+  // parameter/gradient mirror). Throws naming the first layer without a CUDA path.
+  void to_cuda(int device_index);
+  bool on_cuda() const { return cuda_; }
+  // On CUDA: whether a final gradient is downloaded before on_grad_ready (default). A
+  // consumer that reduces the device gradients itself (DDP's device buckets) turns it
+  // off and downloads the reduced values.
+  void set_grad_download(bool on) { grad_download_ = on; }
+
   void zero_grad();
+  // Zeroes only the device gradients (ZeRO-2/3 keep the host buffer zero themselves).
+  void zero_device_grad() { store_.zero_device_grads(); }
   // Runs every layer; returns the output (logits or predictions).
   const Tensor& forward(const ModelInput& in, bool training = true);
   // Mean loss of the last forward's output; stores d(grad_scale * loss)/d output.
@@ -70,6 +88,8 @@ class Module {
   // forward + loss + backward.
   float train_step(const ModelInput& in, const ModelTarget& target, float grad_scale = 1.0f);
   const Tensor& output() const { return *output_; }
+  // The last forward's output in host memory (downloaded on CUDA).
+  const Tensor& host_output();
 
   // Shape of one input sample: [C, H, W], [features] or [T] (token ids).
   const std::vector<int64_t>& sample_shape() const { return sample_shape_; }
@@ -108,6 +128,9 @@ class Module {
   Tensor input_;
   const Tensor* output_ = nullptr;
   bool have_loss_grad_ = false;
+  bool cuda_ = false;
+  bool grad_download_ = true;
+  Tensor host_output_;
 };
 
 }  // namespace dpt

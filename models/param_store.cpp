@@ -38,6 +38,26 @@ static std::span<float> padded(std::vector<float>& v, size_t n, const char* what
 std::span<float> ParamStore::padded_params(size_t n) { return padded(params_, n, "parameters"); }
 std::span<float> ParamStore::padded_grads(size_t n) { return padded(grads_, n, "gradients"); }
 
+void ParamStore::attach_device() {
+  if (!finalized_) throw std::logic_error("ParamStore::attach_device() before finalize()");
+  device_params_.reserve(params_.size());
+  device_grads_.reserve(grads_.size());
+  gpu::zero(device_params_.data(), params_.size() * sizeof(float));
+  gpu::zero(device_grads_.data(), grads_.size() * sizeof(float));
+}
+
+void ParamStore::upload_params(size_t begin, size_t end) {
+  gpu::upload(device_params_.data() + begin, params_.data() + begin, (end - begin) * sizeof(float));
+}
+
+void ParamStore::download_grads(size_t begin, size_t end) {
+  gpu::download(grads_.data() + begin, device_grads_.data() + begin, (end - begin) * sizeof(float));
+}
+
+void ParamStore::zero_device_grads() {
+  if (on_device()) gpu::zero(device_grads_.data(), grads_.size() * sizeof(float));
+}
+
 size_t ParamStore::find(const std::string& name) const {
   for (const auto& info : infos_)
     if (info.name == name) return info.index;

@@ -14,6 +14,11 @@
 // of the world size N (at most N-1 extra elements) so every rank owns an equal shard and
 // the parameter allgather runs in place; the slack lets it do so without reallocating
 // (which would invalidate the layers' pointers). padded_*(n) hands out the first n.
+//
+// Device mirror (Module::to_cuda): the host buffers stay the authoritative copy that
+// optimizers, DDP, ZeRO and checkpoints work on; a CUDA copy of both buffers is what
+// the layers' CUDA paths read and accumulate into. Module moves values between them:
+// a layer's parameters up before its forward, each gradient down when it is final.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +26,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "models/cuda/device_floats.h"
 
 namespace dpt {
 
@@ -62,10 +69,28 @@ class ParamStore {
   // Index of the parameter called `name`, or infos().size() when there is none.
   size_t find(const std::string& name) const;
 
+  // Allocates the device mirror on the current CUDA device (gradients zero; parameters
+  // are uploaded by upload_params). Only after finalize().
+  void attach_device();
+  bool on_device() const { return device_params_.data() != nullptr; }
+  float* device_param(size_t index) { return device_params_.data() + infos_[index].offset; }
+  float* device_grad(size_t index) { return device_grads_.data() + infos_[index].offset; }
+  // The parameter/gradient a layer computes with: the device copy when `cuda`.
+  float* param_on(bool cuda, size_t index) { return cuda ? device_param(index) : param(index); }
+  float* grad_on(bool cuda, size_t index) { return cuda ? device_grad(index) : grad(index); }
+  float* device_flat_grads() { return device_grads_.data(); }
+  // Flat element range [begin, end) of the host parameters up to the device; the
+  // range's device gradients down to the host; all device gradients to zero.
+  void upload_params(size_t begin, size_t end);
+  void download_grads(size_t begin, size_t end);
+  void zero_device_grads();
+  size_t device_bytes() const { return device_params_.capacity_bytes() + device_grads_.capacity_bytes(); }
+
  private:
   std::vector<ParamInfo> infos_;
   std::vector<float> params_;
   std::vector<float> grads_;
+  DeviceFloats device_params_, device_grads_;
   size_t total_ = 0;
   bool finalized_ = false;
 };

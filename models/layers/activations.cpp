@@ -1,5 +1,7 @@
 #include "models/layers/activations.h"
 
+#include "models/cuda/gpu_ops.h"
+
 #include <cmath>
 
 #include "models/fast_math.h"
@@ -37,6 +39,7 @@ const Tensor& Relu::forward(const Tensor& in, const ForwardContext&) {
   const float* x = in.data();
   float* y = y_.data();
   const size_t n = in.numel();
+  if (in.on_cuda()) return gpu::relu_forward(x, y, n), y_;
   for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
   return y_;
 }
@@ -49,6 +52,7 @@ const Tensor& Relu::backward(const Tensor& dout, GradSink&, bool need_input_grad
   const float* dy = dout.data();
   float* dx = dx_.data();
   const size_t n = dout.numel();
+  if (dout.on_cuda()) return gpu::relu_backward(y, dy, dx, n), dx_;
   // Both loads unconditional so the select vectorises.
   for (size_t i = 0; i < n; ++i) {
     const float g = dy[i];
@@ -61,14 +65,16 @@ const Tensor& Gelu::forward(const Tensor& in, const ForwardContext&) {
   x_ = &in;
   y_.resize_like(in);
   tanh_.resize_like(in);
-  gelu_forward(in.data(), y_.data(), tanh_.data(), in.numel());
+  if (in.on_cuda()) gpu::gelu_forward(in.data(), y_.data(), tanh_.data(), in.numel());
+  else gelu_forward(in.data(), y_.data(), tanh_.data(), in.numel());
   return y_;
 }
 
 const Tensor& Gelu::backward(const Tensor& dout, GradSink&, bool need_input_grad) {
   if (!need_input_grad) return dx_;
   dx_.resize_like(dout);
-  gelu_backward(x_->data(), tanh_.data(), dout.data(), dx_.data(), dout.numel());
+  if (dout.on_cuda()) gpu::gelu_backward(x_->data(), tanh_.data(), dout.data(), dx_.data(), dout.numel());
+  else gelu_backward(x_->data(), tanh_.data(), dout.data(), dx_.data(), dout.numel());
   return dx_;
 }
 

@@ -13,6 +13,7 @@ class Relu : public Layer {
   explicit Relu(const std::string& name) : Layer(name) {}
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
 
  private:
   Tensor y_, dx_;
@@ -23,6 +24,7 @@ class Gelu : public Layer {
   explicit Gelu(const std::string& name) : Layer(name) {}
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
 
  private:
   const Tensor* x_ = nullptr;

@@ -1,5 +1,7 @@
 #include "models/layers/attention.h"
 
+#include "models/cuda/gpu_ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -25,8 +27,11 @@ const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContex
   b_ = in.dim(0), t_ = in.dim(1);
   const int T = static_cast<int>(t_), hd = static_cast<int>(hd_), ld = static_cast<int>(3 * d_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
+  probs_.set_device(in.device());
   probs_.resize({b_, h_, t_, t_});
+  y_.set_device(in.device());
   y_.resize({b_, t_, d_});
+  if (in.on_cuda()) return forward_cuda(in, scale);
   for (int64_t b = 0; b < b_; ++b)
     for (int64_t h = 0; h < h_; ++h) {
       const float* q = in.data() + b * t_ * 3 * d_ + h * hd_;
@@ -58,6 +63,7 @@ const Tensor& CausalAttentionCore::backward(const Tensor& dout, GradSink&, bool 
   const int T = static_cast<int>(t_), hd = static_cast<int>(hd_), ld = static_cast<int>(3 * d_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
   dqkv_.resize_like(*qkv_);
+  if (dout.on_cuda()) return backward_cuda(dout, scale);
   dp_.resize(static_cast<size_t>(t_ * t_));
   for (int64_t b = 0; b < b_; ++b)
     for (int64_t h = 0; h < h_; ++h) {
@@ -84,6 +90,54 @@ const Tensor& CausalAttentionCore::backward(const Tensor& dout, GradSink&, bool 
       sgemm(false, false, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld);
       sgemm(true, false, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld);
     }
+  return dqkv_;
+}
+
+// Per head h, the B matrices of the batch are one strided-batched product: the operands
+// of batch b are stride (T*3d for q/k/v, T*d for O, H*T*T for P) elements after b-1's.
+const Tensor& CausalAttentionCore::forward_cuda(const Tensor& in, float scale) {
+  const int B = static_cast<int>(b_), H = static_cast<int>(h_), T = static_cast<int>(t_);
+  const int hd = static_cast<int>(hd_), d = static_cast<int>(d_), ld = 3 * d;
+  const int64_t s_qkv = int64_t(T) * ld, s_p = int64_t(H) * T * T, s_o = int64_t(T) * d;
+  for (int h = 0; h < H; ++h) {
+    const float* q = in.data() + h * hd;
+    sgemm_batched_on(true, false, true, T, T, hd, scale, q, ld, s_qkv, q + d, ld, s_qkv, 0.0f,
+                     probs_.data() + int64_t(h) * T * T, T, s_p, B);
+  }
+  gpu::causal_softmax_forward(probs_.data(), B * H, T);
+  for (int h = 0; h < H; ++h)
+    sgemm_batched_on(true, false, false, T, hd, T, 1.0f, probs_.data() + int64_t(h) * T * T, T, s_p,
+                     in.data() + 2 * d + h * hd, ld, s_qkv, 0.0f, y_.data() + h * hd, d, s_o, B);
+  return y_;
+}
+
+const Tensor& CausalAttentionCore::backward_cuda(const Tensor& dout, float scale) {
+  const int B = static_cast<int>(b_), H = static_cast<int>(h_), T = static_cast<int>(t_);
+  const int hd = static_cast<int>(hd_), d = static_cast<int>(d_), ld = 3 * d;
+  const int64_t s_qkv = int64_t(T) * ld, s_p = int64_t(H) * T * T, s_o = int64_t(T) * d;
+  dp_device_.set_device(TensorDevice::kCuda);
+  dp_device_.resize({b_, h_, t_, t_});
+  const float* qkv = qkv_->data();
+  float* dqkv = dqkv_.data();
+  for (int h = 0; h < H; ++h) {
+    const float* p = probs_.data() + int64_t(h) * T * T;
+    const float* dy = dout.data() + h * hd;
+    float* dp = dp_device_.data() + int64_t(h) * T * T;
+    // dP = dO V^T, dV = P^T dO
+    sgemm_batched_on(true, false, true, T, T, hd, 1.0f, dy, d, s_o, qkv + 2 * d + h * hd, ld, s_qkv, 0.0f, dp, T,
+                     s_p, B);
+    sgemm_batched_on(true, true, false, T, hd, T, 1.0f, p, T, s_p, dy, d, s_o, 0.0f, dqkv + 2 * d + h * hd, ld,
+                     s_qkv, B);
+  }
+  gpu::causal_softmax_backward(probs_.data(), dp_device_.data(), B * H, T);
+  for (int h = 0; h < H; ++h) {
+    const float* ds = dp_device_.data() + int64_t(h) * T * T;
+    // dQ = dS K / sqrt(hd), dK = dS^T Q / sqrt(hd)
+    sgemm_batched_on(true, false, false, T, hd, T, scale, ds, T, s_p, qkv + d + h * hd, ld, s_qkv, 0.0f,
+                     dqkv + h * hd, ld, s_qkv, B);
+    sgemm_batched_on(true, true, false, T, hd, T, scale, ds, T, s_p, qkv + h * hd, ld, s_qkv, 0.0f,
+                     dqkv + d + h * hd, ld, s_qkv, B);
+  }
   return dqkv_;
 }
 

@@ -21,6 +21,7 @@ class CausalAttentionCore : public Layer {
   CausalAttentionCore(const std::string& name, int64_t dim, int64_t heads);
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
 
  private:
   int64_t d_, h_, hd_;
@@ -29,6 +30,9 @@ class CausalAttentionCore : public Layer {
   Tensor probs_;  // P for every (b, h): [B, H, T, T]
   Tensor y_, dqkv_;
   std::vector<float> dp_;  // scratch [T, T]
+  Tensor dp_device_;       // on the device: dP for every (b, h), [B, H, T, T]
+  const Tensor& forward_cuda(const Tensor& in, float scale);
+  const Tensor& backward_cuda(const Tensor& dout, float scale);
 };
 
 // qkv projection, core, output projection: the full attention sub-layer.
@@ -39,6 +43,7 @@ class CausalSelfAttention : public Layer {
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
   std::vector<size_t> used_params() const override;
 
  private:

@@ -1,5 +1,7 @@
 #include "models/layers/embedding.h"
 
+#include "models/cuda/gpu_ops.h"
+
 #include <stdexcept>
 
 #include "models/gemm.h"
@@ -35,14 +37,25 @@ const Tensor& Embedding::forward(const Tensor&, const ForwardContext& ctx) {
     throw std::invalid_argument(name() + ": sequence length " + std::to_string(t_) +
                                 " exceeds the position table (" + std::to_string(max_pos_) + ")");
   tokens_.assign(in->tokens, in->tokens + n_ * t_);
+  for (const int32_t id : tokens_)
+    if (id < 0 || id >= vocab_)
+      throw std::invalid_argument(name() + ": token id " + std::to_string(id) +
+                                  " outside [0, " + std::to_string(vocab_) + ")");
+  y_.set_device(ctx.cuda ? TensorDevice::kCuda : TensorDevice::kCpu);
   y_.resize({n_, t_, d_});
+  if (ctx.cuda) {
+    // The ids travel as 4-byte words in a float array (same size, never read as floats).
+    tokens_device_.reserve(tokens_.size());
+    gpu::upload(tokens_device_.data(), tokens_.data(), tokens_.size() * sizeof(int32_t));
+    gpu::embedding_forward(reinterpret_cast<const int32_t*>(tokens_device_.data()), store_.device_param(tok_),
+                           max_pos_ > 0 ? store_.device_param(pos_) : nullptr, y_.data(),
+                           static_cast<int>(n_ * t_), static_cast<int>(t_), static_cast<int>(d_));
+    return y_;
+  }
   const float* table = store_.param(tok_);
   const float* pos = max_pos_ > 0 ? store_.param(pos_) : nullptr;
   for (int64_t i = 0; i < n_ * t_; ++i) {
     const int32_t id = tokens_[i];
-    if (id < 0 || id >= vocab_)
-      throw std::invalid_argument(name() + ": token id " + std::to_string(id) +
-                                  " outside [0, " + std::to_string(vocab_) + ")");
     const float* e = table + static_cast<int64_t>(id) * d_;
     float* y = y_.data() + i * d_;
     if (pos) {
@@ -57,6 +70,14 @@ const Tensor& Embedding::forward(const Tensor&, const ForwardContext& ctx) {
 
 const Tensor& Embedding::backward(const Tensor& dout, GradSink& sink, bool) {
   // Announce in reverse registration order: position table, then token table.
+  if (dout.on_cuda()) {
+    gpu::embedding_backward(reinterpret_cast<const int32_t*>(tokens_device_.data()), dout.data(),
+                            store_.device_grad(tok_), max_pos_ > 0 ? store_.device_grad(pos_) : nullptr,
+                            static_cast<int>(n_ * t_), static_cast<int>(t_), static_cast<int>(d_));
+    if (max_pos_ > 0) sink.ready(pos_);
+    sink.ready(tok_);
+    return none_;
+  }
   if (max_pos_ > 0) {
     float* dpos = store_.grad(pos_);
     for (int64_t i = 0; i < n_ * t_; ++i) {
@@ -86,24 +107,27 @@ const Tensor& TiedHead::forward(const Tensor& in, const ForwardContext&) {
   const int rows = static_cast<int>(in.numel() / d_);
   std::vector<int64_t> shape = in.shape();
   shape.back() = vocab_;
+  y_.set_device(in.device());
   y_.resize(std::move(shape));
-  sgemm(false, true, rows, static_cast<int>(vocab_), static_cast<int>(d_), 1.0f, in.data(),
-        static_cast<int>(d_), store_.param(table_), static_cast<int>(d_), 0.0f, y_.data(),
-        static_cast<int>(vocab_));
+  const bool cuda = in.on_cuda();
+  sgemm_on(cuda, false, true, rows, static_cast<int>(vocab_), static_cast<int>(d_), 1.0f, in.data(),
+           static_cast<int>(d_), store_.param_on(cuda, table_), static_cast<int>(d_), 0.0f, y_.data(),
+           static_cast<int>(vocab_));
   return y_;
 }
 
 const Tensor& TiedHead::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
   const int rows = static_cast<int>(dout.numel() / vocab_);
-  sgemm(true, false, static_cast<int>(vocab_), static_cast<int>(d_), rows, 1.0f, dout.data(),
-        static_cast<int>(vocab_), x_->data(), static_cast<int>(d_), 1.0f, store_.grad(table_),
-        static_cast<int>(d_));
+  const bool cuda = dout.on_cuda();
+  sgemm_on(cuda, true, false, static_cast<int>(vocab_), static_cast<int>(d_), rows, 1.0f, dout.data(),
+           static_cast<int>(vocab_), x_->data(), static_cast<int>(d_), 1.0f, store_.grad_on(cuda, table_),
+           static_cast<int>(d_));
   sink.ready(table_);  // not final yet: the embedding adds its part later
   if (need_input_grad) {
     dx_.resize_like(*x_);
-    sgemm(false, false, rows, static_cast<int>(d_), static_cast<int>(vocab_), 1.0f, dout.data(),
-          static_cast<int>(vocab_), store_.param(table_), static_cast<int>(d_), 0.0f, dx_.data(),
-          static_cast<int>(d_));
+    sgemm_on(cuda, false, false, rows, static_cast<int>(d_), static_cast<int>(vocab_), 1.0f, dout.data(),
+             static_cast<int>(vocab_), store_.param_on(cuda, table_), static_cast<int>(d_), 0.0f, dx_.data(),
+             static_cast<int>(d_));
   }
   return dx_;
 }

@@ -20,6 +20,7 @@ class Embedding : public Layer {
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
   std::vector<size_t> used_params() const override;
   size_t token_table() const { return tok_; }
 
@@ -28,6 +29,7 @@ class Embedding : public Layer {
   int64_t vocab_, d_, max_pos_;
   size_t tok_ = 0, pos_ = 0;
   std::vector<int32_t> tokens_;  // copy of this step's ids, needed by backward
+  DeviceFloats tokens_device_;   // the same ids on the device (as 4-byte words), for CUDA
   int64_t n_ = 0, t_ = 0;
   Tensor y_, none_;
 };
@@ -37,6 +39,7 @@ class TiedHead : public Layer {
   TiedHead(ParamStore& store, const std::string& name, size_t table, int64_t vocab, int64_t dim);
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
   std::vector<size_t> used_params() const override { return {table_}; }
 
  private:

@@ -1,5 +1,7 @@
 #include "models/layers/layer_norm.h"
 
+#include "models/cuda/gpu_ops.h"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -25,6 +27,13 @@ const Tensor& LayerNorm::forward(const Tensor& in, const ForwardContext&) {
   x_ = &in;
   const size_t rows = in.numel() / d_;
   y_.resize_like(in);
+  if (in.on_cuda()) {
+    stats_.set_device(TensorDevice::kCuda);
+    stats_.resize({2, static_cast<int64_t>(rows)});  // mean, then rstd
+    gpu::layer_norm_forward(in.data(), store_.device_param(w_), store_.device_param(b_), y_.data(),
+                            stats_.data(), stats_.data() + rows, static_cast<int>(rows), static_cast<int>(d_), eps_);
+    return y_;
+  }
   mean_.resize(rows);
   rstd_.resize(rows);
   const float* w = store_.param(w_);
@@ -47,6 +56,15 @@ const Tensor& LayerNorm::forward(const Tensor& in, const ForwardContext&) {
 
 const Tensor& LayerNorm::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
   const size_t rows = dout.numel() / d_;
+  if (dout.on_cuda()) {
+    if (need_input_grad) dx_.resize_like(dout);
+    gpu::layer_norm_backward(x_->data(), store_.device_param(w_), stats_.data(), stats_.data() + rows, dout.data(),
+                             need_input_grad ? dx_.data() : nullptr, store_.device_grad(w_), store_.device_grad(b_),
+                             static_cast<int>(rows), static_cast<int>(d_));
+    sink.ready(b_);
+    sink.ready(w_);
+    return dx_;
+  }
   const float* w = store_.param(w_);
   float* dw = store_.grad(w_);
   float* db = store_.grad(b_);

@@ -15,6 +15,7 @@ class LayerNorm : public Layer {
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
   std::vector<size_t> used_params() const override { return {w_, b_}; }
 
  private:
@@ -24,6 +25,7 @@ class LayerNorm : public Layer {
   size_t w_ = 0, b_ = 0;
   const Tensor* x_ = nullptr;
   std::vector<float> mean_, rstd_;
+  Tensor stats_;  // on a CUDA input: mean and rstd per row, on the device
   Tensor y_, dx_;
 };
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "models/cuda/gpu_ops.h"
 #include "models/gemm.h"
 #include "models/init.h"
 
@@ -41,38 +42,49 @@ const Tensor& Linear::forward(const Tensor& in, const ForwardContext&) {
   const int rows = static_cast<int>(in.numel() / in_);
   std::vector<int64_t> shape = in.shape();
   shape.back() = out_;
+  y_.set_device(in.device());
   y_.resize(std::move(shape));
+  const bool cuda = in.on_cuda();
   float* y = y_.data();
   if (has_bias_) {
-    const float* b = store_.param(b_);
-    for (int r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out_; ++o) y[r * out_ + o] = b[o];
+    const float* b = store_.param_on(cuda, b_);
+    if (cuda) {
+      gpu::fill_rows(y, b, rows, static_cast<int>(out_));
+    } else {
+      for (int r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < out_; ++o) y[r * out_ + o] = b[o];
+    }
   }
-  sgemm(false, true, rows, static_cast<int>(out_), static_cast<int>(in_), 1.0f, in.data(),
-        static_cast<int>(in_), store_.param(w_), static_cast<int>(in_), has_bias_ ? 1.0f : 0.0f,
-        y, static_cast<int>(out_));
+  sgemm_on(cuda, false, true, rows, static_cast<int>(out_), static_cast<int>(in_), 1.0f, in.data(),
+           static_cast<int>(in_), store_.param_on(cuda, w_), static_cast<int>(in_), has_bias_ ? 1.0f : 0.0f,
+           y, static_cast<int>(out_));
   return y_;
 }
 
 const Tensor& Linear::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
   const int rows = static_cast<int>(dout.numel() / out_);
+  const bool cuda = dout.on_cuda();
   const float* dy = dout.data();
   // Order: bias, then weight, so announcements run in reverse registration order.
   if (has_bias_) {
-    float* db = store_.grad(b_);
-    for (int r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < out_; ++o) db[o] += dy[r * out_ + o];
+    float* db = store_.grad_on(cuda, b_);
+    if (cuda) {
+      gpu::add_column_sums(db, dy, rows, static_cast<int>(out_));
+    } else {
+      for (int r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < out_; ++o) db[o] += dy[r * out_ + o];
+    }
     sink.ready(b_);
   }
-  sgemm(true, false, static_cast<int>(out_), static_cast<int>(in_), rows, 1.0f, dy,
-        static_cast<int>(out_), x_->data(), static_cast<int>(in_), 1.0f, store_.grad(w_),
-        static_cast<int>(in_));
+  sgemm_on(cuda, true, false, static_cast<int>(out_), static_cast<int>(in_), rows, 1.0f, dy,
+           static_cast<int>(out_), x_->data(), static_cast<int>(in_), 1.0f, store_.grad_on(cuda, w_),
+           static_cast<int>(in_));
   sink.ready(w_);  // final now: announce before the dx product so communication overlaps it
   if (need_input_grad) {
     dx_.resize_like(*x_);
-    sgemm(false, false, rows, static_cast<int>(in_), static_cast<int>(out_), 1.0f, dy,
-          static_cast<int>(out_), store_.param(w_), static_cast<int>(in_), 0.0f, dx_.data(),
-          static_cast<int>(in_));
+    sgemm_on(cuda, false, false, rows, static_cast<int>(in_), static_cast<int>(out_), 1.0f, dy,
+             static_cast<int>(out_), store_.param_on(cuda, w_), static_cast<int>(in_), 0.0f, dx_.data(),
+             static_cast<int>(in_));
   }
   return dx_;
 }

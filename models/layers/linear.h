@@ -16,6 +16,7 @@ class Linear : public Layer {
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
   std::vector<size_t> used_params() const override;
 
  private:

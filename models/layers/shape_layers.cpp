@@ -1,5 +1,7 @@
 #include "models/layers/shape_layers.h"
 
+#include "models/cuda/gpu_ops.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -53,15 +55,19 @@ const Tensor& MaxPool2d::backward(const Tensor& dout, GradSink&, bool need_input
 const Tensor& Flatten::forward(const Tensor& in, const ForwardContext&) {
   in_shape_ = in.shape();
   const int64_t n = in.rank() ? in.dim(0) : 1;
+  y_.set_device(in.device());
   y_.resize({n, static_cast<int64_t>(in.numel()) / std::max<int64_t>(n, 1)});
-  std::copy(in.data(), in.data() + in.numel(), y_.data());
+  if (in.on_cuda()) gpu::copy(y_.data(), in.data(), in.numel() * sizeof(float));
+  else std::copy(in.data(), in.data() + in.numel(), y_.data());
   return y_;
 }
 
 const Tensor& Flatten::backward(const Tensor& dout, GradSink&, bool need_input_grad) {
   if (!need_input_grad) return dx_;
+  dx_.set_device(dout.device());
   dx_.resize(in_shape_);
-  std::copy(dout.data(), dout.data() + dout.numel(), dx_.data());
+  if (dout.on_cuda()) gpu::copy(dx_.data(), dout.data(), dout.numel() * sizeof(float));
+  else std::copy(dout.data(), dout.data() + dout.numel(), dx_.data());
   return dx_;
 }
 

@@ -27,6 +27,7 @@ class Flatten : public Layer {
   explicit Flatten(const std::string& name) : Layer(name) {}
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
 
  private:
   std::vector<int64_t> in_shape_;

@@ -1,0 +1,428 @@
+// CUDA implementation of gpu_ops.h: cuBLAS for the matrix products, one small kernel per
+// element-wise or row-wise step of the layers.
+//
+// Terms:
+//   row kernels  (layer norm, causal softmax, cross entropy) use one warp per row: the
+//                widths here (model width, sequence length, classes) are tens to a few
+//                thousand, where a warp's shuffle reductions beat a block's shared memory.
+//   handle       one cuBLAS handle per thread and device, made on first use, on the
+//                thread's default stream, math mode left at default (no TF32).
+//   cuBLAS       loaded with dlopen on first use, not linked: the library and its Lt part
+//                are over half a gigabyte whose relocations cost every process that
+//                links models/ about 90 ms at start, though most never touch a GPU.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <map>
+#include <string>
+
+#include "models/cuda/gpu_ops.h"
+
+namespace dpt::gpu {
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw GpuError(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+void check_blas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw GpuError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+}
+
+void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+// The three cuBLAS entry points used here, resolved once.
+struct Blas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
+};
+
+const Blas& blas() {
+  static const Blas b = [] {
+    const char* name = "libcublas.so." DPT_CUBLAS_SOVERSION;
+    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw GpuError(std::string("cannot load cuBLAS (") + name + "): " + dlerror());
+    auto sym = [&](const char* f) {
+      void* p = dlsym(lib, f);
+      if (!p) throw GpuError(std::string("cuBLAS (") + name + ") has no " + f);
+      return p;
+    };
+    Blas r;
+    r.create = reinterpret_cast<decltype(r.create)>(sym("cublasCreate_v2"));
+    r.sgemm = reinterpret_cast<decltype(r.sgemm)>(sym("cublasSgemm_v2"));
+    r.sgemm_strided_batched = reinterpret_cast<decltype(r.sgemm_strided_batched)>(sym("cublasSgemmStridedBatched"));
+    return r;
+  }();
+  return b;
+}
+
+cublasHandle_t handle() {
+  thread_local std::map<int, cublasHandle_t> handles;  // per device; live until the thread ends
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  auto it = handles.find(dev);
+  if (it != handles.end()) return it->second;
+  cublasHandle_t h = nullptr;
+  check_blas(blas().create(&h), "cublasCreate");
+  handles.emplace(dev, h);
+  return h;
+}
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+unsigned warp_blocks(int rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+__global__ void fill_rows_k(float* y, const float* b, int rows, int cols) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i < size_t(rows) * cols) y[i] = b[i % cols];
+}
+
+// One thread per column: consecutive threads read consecutive addresses of a row.
+__global__ void column_sums_k(float* db, const float* dy, int rows, int cols) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int r = 0; r < rows; ++r) s += dy[size_t(r) * cols + c];
+  db[c] += s;
+}
+
+__global__ void add_k(const float* a, const float* b, float* out, size_t n) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+
+__global__ void relu_fwd_k(const float* x, float* y, size_t n) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void relu_bwd_k(const float* y, const float* dy, float* dx, size_t n) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i < n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void gelu_fwd_k(const float* x, float* y, float* t_out, size_t n) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i];
+  const float t = tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+  y[i] = 0.5f * v * (1.0f + t);
+  t_out[i] = t;
+}
+
+__global__ void gelu_bwd_k(const float* x, const float* t_in, const float* dy, float* dx, size_t n) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float v = x[i], t = t_in[i];
+  const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+  dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+}
+
+__global__ void layer_norm_fwd_k(const float* x, const float* w, const float* b, float* y, float* mean_out,
+                                 float* rstd_out, int rows, int d, float eps) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* xr = x + size_t(row) * d;
+  float s = 0.0f;
+  for (int i = lane; i < d; i += 32) s += xr[i];
+  const float mean = warp_sum(s) / d;
+  float v = 0.0f;
+  for (int i = lane; i < d; i += 32) v += (xr[i] - mean) * (xr[i] - mean);
+  const float rstd = rsqrtf(warp_sum(v) / d + eps);
+  float* yr = y + size_t(row) * d;
+  for (int i = lane; i < d; i += 32) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
+__global__ void layer_norm_bwd_dx_k(const float* x, const float* w, const float* mean, const float* rstd,
+                                    const float* dy, float* dx, int rows, int d) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* xr = x + size_t(row) * d;
+  const float* dyr = dy + size_t(row) * d;
+  const float m = mean[row], rs = rstd[row];
+  float sg = 0.0f, sgx = 0.0f;
+  for (int i = lane; i < d; i += 32) {
+    const float g = dyr[i] * w[i];
+    sg += g;
+    sgx += g * (xr[i] - m) * rs;
+  }
+  const float mean_g = warp_sum(sg) / d, mean_gx = warp_sum(sgx) / d;
+  float* dxr = dx + size_t(row) * d;
+  for (int i = lane; i < d; i += 32) dxr[i] = rs * (dyr[i] * w[i] - mean_g - (xr[i] - m) * rs * mean_gx);
+}
+
+// dw, db: one thread per column, summing over rows.
+__global__ void layer_norm_bwd_params_k(const float* x, const float* mean, const float* rstd, const float* dy,
+                                        float* dw, float* db, int rows, int d) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= d) return;
+  float sw = 0.0f, sb = 0.0f;
+  for (int r = 0; r < rows; ++r) {
+    const float g = dy[size_t(r) * d + c];
+    sb += g;
+    sw += g * (x[size_t(r) * d + c] - mean[r]) * rstd[r];
+  }
+  dw[c] += sw;
+  db[c] += sb;
+}
+
+__global__ void causal_softmax_fwd_k(float* p, int rows, int t) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int i = row % t;  // position of this row in its matrix: columns 0..i are kept
+  float* r = p + size_t(row) * t;
+  float mx = -INFINITY;
+  for (int j = lane; j <= i; j += 32) mx = fmaxf(mx, r[j]);
+  mx = warp_max(mx);
+  float s = 0.0f;
+  for (int j = lane; j <= i; j += 32) {
+    const float e = expf(r[j] - mx);
+    r[j] = e;
+    s += e;
+  }
+  const float inv = 1.0f / warp_sum(s);
+  for (int j = lane; j < t; j += 32) r[j] = j <= i ? r[j] * inv : 0.0f;
+}
+
+__global__ void causal_softmax_bwd_k(const float* p, float* dp, int rows, int t) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int i = row % t;
+  const float* pr = p + size_t(row) * t;
+  float* dr = dp + size_t(row) * t;
+  float dot = 0.0f;
+  for (int j = lane; j <= i; j += 32) dot += pr[j] * dr[j];
+  dot = warp_sum(dot);
+  for (int j = lane; j < t; j += 32) dr[j] = j <= i ? pr[j] * (dr[j] - dot) : 0.0f;
+}
+
+__global__ void embedding_fwd_k(const int32_t* tokens, const float* table, const float* pos, float* y, int count,
+                                int t, int d) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= size_t(count) * d) return;
+  const int tok = int(i / d), c = int(i % d);
+  float v = table[size_t(tokens[tok]) * d + c];
+  if (pos) v += pos[size_t(tok % t) * d + c];
+  y[i] = v;
+}
+
+// Several tokens may share a row of the table: atomic adds (their order, and so the
+// last bits of a repeated token's gradient, is not fixed).
+__global__ void embedding_bwd_k(const int32_t* tokens, const float* dy, float* dtable, float* dpos, int count,
+                                int t, int d) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= size_t(count) * d) return;
+  const int tok = int(i / d), c = int(i % d);
+  atomicAdd(&dtable[size_t(tokens[tok]) * d + c], dy[i]);
+  if (dpos) atomicAdd(&dpos[size_t(tok % t) * d + c], dy[i]);
+}
+
+__global__ void softmax_xent_k(const float* z, const int32_t* labels, float* g, float* row_loss, int rows, int c,
+                               float g_scale) {
+  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* zr = z + size_t(row) * c;
+  float* gr = g + size_t(row) * c;
+  float mx = -INFINITY;
+  for (int j = lane; j < c; j += 32) mx = fmaxf(mx, zr[j]);
+  mx = warp_max(mx);
+  float s = 0.0f;
+  for (int j = lane; j < c; j += 32) s += expf(zr[j] - mx);
+  s = warp_sum(s);
+  const int label = labels[row];
+  const float scale = g_scale / s;
+  for (int j = lane; j < c; j += 32) gr[j] = expf(zr[j] - mx) * scale - (j == label ? g_scale : 0.0f);
+  if (lane == 0) row_loss[row] = logf(s) + mx - zr[label];
+}
+
+}  // namespace
+
+bool built() { return true; }
+
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error so later calls report their own
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device";
+  return n;
+}
+
+void use_device(int index) { check(cudaSetDevice(index), "cudaSetDevice"); }
+
+int current_device() {
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
+void* alloc(size_t bytes) {
+  void* p = nullptr;
+  if (bytes) check(cudaMalloc(&p, bytes), ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
+  return p;
+}
+
+void release(void* p) noexcept {
+  if (p) cudaFree(p);
+}
+
+void upload(void* dst, const void* src, size_t bytes) {
+  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy host to device");
+}
+
+void download(void* dst, const void* src, size_t bytes) {
+  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
+}
+
+void copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync device to device");
+}
+
+void zero(void* p, size_t bytes) {
+  if (bytes) check(cudaMemsetAsync(p, 0, bytes, 0), "cudaMemsetAsync");
+}
+
+void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+void wait_for_kernels() { check(cudaStreamSynchronize(0), "cudaStreamSynchronize"); }
+
+void sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+           float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  // Row-major C (m x n) is column-major C^T: C^T = op(B)^T op(A)^T, so B goes first.
+  check_blas(blas().sgemm(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                         &alpha, b, ldb, a, lda, &beta, c, ldc),
+             "cublasSgemm");
+}
+
+void sgemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, int64_t sa,
+                   const float* b, int ldb, int64_t sb, float beta, float* c, int ldc, int64_t sc, int batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  check_blas(blas().sgemm_strided_batched(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       n, m, k, &alpha, b, ldb, sb, a, lda, sa, &beta, c, ldc, sc, batch),
+             "cublasSgemmStridedBatched");
+}
+
+void fill_rows(float* y, const float* bias, int rows, int cols) {
+  const size_t n = size_t(rows) * cols;
+  if (!n) return;
+  fill_rows_k<<<blocks_for(n), kThreads>>>(y, bias, rows, cols);
+  check_launch("fill_rows");
+}
+
+void add_column_sums(float* db, const float* dy, int rows, int cols) {
+  if (!cols) return;
+  column_sums_k<<<blocks_for(size_t(cols)), kThreads>>>(db, dy, rows, cols);
+  check_launch("add_column_sums");
+}
+
+void add(const float* a, const float* b, float* out, size_t n) {
+  if (!n) return;
+  add_k<<<blocks_for(n), kThreads>>>(a, b, out, n);
+  check_launch("add");
+}
+
+void relu_forward(const float* x, float* y, size_t n) {
+  if (!n) return;
+  relu_fwd_k<<<blocks_for(n), kThreads>>>(x, y, n);
+  check_launch("relu_forward");
+}
+
+void relu_backward(const float* y, const float* dy, float* dx, size_t n) {
+  if (!n) return;
+  relu_bwd_k<<<blocks_for(n), kThreads>>>(y, dy, dx, n);
+  check_launch("relu_backward");
+}
+
+void gelu_forward(const float* x, float* y, float* tanh_out, size_t n) {
+  if (!n) return;
+  gelu_fwd_k<<<blocks_for(n), kThreads>>>(x, y, tanh_out, n);
+  check_launch("gelu_forward");
+}
+
+void gelu_backward(const float* x, const float* tanh_in, const float* dy, float* dx, size_t n) {
+  if (!n) return;
+  gelu_bwd_k<<<blocks_for(n), kThreads>>>(x, tanh_in, dy, dx, n);
+  check_launch("gelu_backward");
+}
+
+void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                        int rows, int d, float eps) {
+  if (!rows) return;
+  layer_norm_fwd_k<<<warp_blocks(rows), kThreads>>>(x, w, b, y, mean, rstd, rows, d, eps);
+  check_launch("layer_norm_forward");
+}
+
+void layer_norm_backward(const float* x, const float* w, const float* mean, const float* rstd, const float* dy,
+                         float* dx, float* dw, float* db, int rows, int d) {
+  if (!rows) return;
+  layer_norm_bwd_params_k<<<blocks_for(size_t(d)), kThreads>>>(x, mean, rstd, dy, dw, db, rows, d);
+  check_launch("layer_norm_backward (weights)");
+  if (!dx) return;
+  layer_norm_bwd_dx_k<<<warp_blocks(rows), kThreads>>>(x, w, mean, rstd, dy, dx, rows, d);
+  check_launch("layer_norm_backward (input)");
+}
+
+void causal_softmax_forward(float* p, int mats, int t) {
+  const int rows = mats * t;
+  if (!rows) return;
+  causal_softmax_fwd_k<<<warp_blocks(rows), kThreads>>>(p, rows, t);
+  check_launch("causal_softmax_forward");
+}
+
+void causal_softmax_backward(const float* p, float* dp, int mats, int t) {
+  const int rows = mats * t;
+  if (!rows) return;
+  causal_softmax_bwd_k<<<warp_blocks(rows), kThreads>>>(p, dp, rows, t);
+  check_launch("causal_softmax_backward");
+}
+
+void embedding_forward(const int32_t* tokens, const float* table, const float* pos, float* y, int count, int t,
+                       int d) {
+  const size_t n = size_t(count) * d;
+  if (!n) return;
+  embedding_fwd_k<<<blocks_for(n), kThreads>>>(tokens, table, pos, y, count, t, d);
+  check_launch("embedding_forward");
+}
+
+void embedding_backward(const int32_t* tokens, const float* dy, float* dtable, float* dpos, int count, int t,
+                        int d) {
+  const size_t n = size_t(count) * d;
+  if (!n) return;
+  embedding_bwd_k<<<blocks_for(n), kThreads>>>(tokens, dy, dtable, dpos, count, t, d);
+  check_launch("embedding_backward");
+}
+
+void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad, float* row_loss, int rows,
+                           int classes, float g_scale) {
+  if (!rows) return;
+  softmax_xent_k<<<warp_blocks(rows), kThreads>>>(logits, labels, grad, row_loss, rows, classes, g_scale);
+  check_launch("softmax_cross_entropy");
+}
+
+}  // namespace dpt::gpu

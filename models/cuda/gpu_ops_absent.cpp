@@ -1,0 +1,61 @@
+// gpu_ops.h in a build without CUDA: no devices, and every operation throws saying so
+// (the layers only call these for tensors on a CUDA device, which cannot exist here).
+#include "models/cuda/gpu_ops.h"
+
+namespace dpt::gpu {
+
+namespace {
+[[noreturn]] void absent(const char* what) {
+  throw GpuError(std::string(what) + ": this build has no CUDA (configure found no CUDA toolkit, or DPT_WITH_CUDA=OFF)");
+}
+}  // namespace
+
+bool built() { return false; }
+int device_count(std::string* why) {
+  if (why) *why = "this build has no CUDA";
+  return 0;
+}
+void use_device(int) { absent("use_device"); }
+int current_device() { absent("current_device"); }
+void* alloc(size_t) { absent("alloc"); }
+void release(void*) noexcept {}
+void upload(void*, const void*, size_t) { absent("upload"); }
+void download(void*, const void*, size_t) { absent("download"); }
+void copy(void*, const void*, size_t) { absent("copy"); }
+void zero(void*, size_t) { absent("zero"); }
+void synchronize() { absent("synchronize"); }
+void wait_for_kernels() { absent("wait_for_kernels"); }
+void sgemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int) {
+  absent("sgemm");
+}
+void sgemm_batched(bool, bool, int, int, int, float, const float*, int, int64_t, const float*, int, int64_t, float,
+                   float*, int, int64_t, int) {
+  absent("sgemm_batched");
+}
+void fill_rows(float*, const float*, int, int) { absent("fill_rows"); }
+void add_column_sums(float*, const float*, int, int) { absent("add_column_sums"); }
+void add(const float*, const float*, float*, size_t) { absent("add"); }
+void relu_forward(const float*, float*, size_t) { absent("relu_forward"); }
+void relu_backward(const float*, const float*, float*, size_t) { absent("relu_backward"); }
+void gelu_forward(const float*, float*, float*, size_t) { absent("gelu_forward"); }
+void gelu_backward(const float*, const float*, const float*, float*, size_t) { absent("gelu_backward"); }
+void layer_norm_forward(const float*, const float*, const float*, float*, float*, float*, int, int, float) {
+  absent("layer_norm_forward");
+}
+void layer_norm_backward(const float*, const float*, const float*, const float*, const float*, float*, float*,
+                         float*, int, int) {
+  absent("layer_norm_backward");
+}
+void causal_softmax_forward(float*, int, int) { absent("causal_softmax_forward"); }
+void causal_softmax_backward(const float*, float*, int, int) { absent("causal_softmax_backward"); }
+void embedding_forward(const int32_t*, const float*, const float*, float*, int, int, int) {
+  absent("embedding_forward");
+}
+void embedding_backward(const int32_t*, const float*, float*, float*, int, int, int) {
+  absent("embedding_backward");
+}
+void softmax_cross_entropy(const float*, const int32_t*, float*, float*, int, int, float) {
+  absent("softmax_cross_entropy");
+}
+
+}  // namespace dpt::gpu
