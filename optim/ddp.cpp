@@ -6,6 +6,7 @@
 
 #include "optim/bucket_plan.h"
 
+#include "models/cuda/gpu_ops.h"
 #include "optim/wire16.h"
 
 namespace dpt {
@@ -17,6 +18,12 @@ DistributedDataParallel::DistributedDataParallel(Module& model, Communicator& co
   BucketPlan plan = plan_buckets(model.param_infos(), config_.first_bucket_bytes, config_.bucket_bytes);
   buckets_ = make_buckets<Bucket>(plan);
   bucket_of_param_ = std::move(plan.bucket_of_param);
+  // A model on CUDA: f32 buckets are reduced where the gradients are, as device buffers
+  // (NCCL natively, mpi/tcp staged through pinned memory), and only the averaged
+  // gradients come down to the host buffer the optimizer reads, once per step.
+  // Compressed wires pack on the host, from gradients downloaded as they become final.
+  device_buckets_ = model.on_cuda() && config_.wire == DType::f32;
+  model.set_grad_download(!device_buckets_);
 
   ModuleHooks hooks = model.hooks();
   hooks.on_grad_ready = [this](const ParamInfo& p) { on_grad_ready(p); };
@@ -27,6 +34,7 @@ DistributedDataParallel::~DistributedDataParallel() {
   ModuleHooks hooks = model_.hooks();
   hooks.on_grad_ready = nullptr;
   model_.set_hooks(hooks);
+  model_.set_grad_download(true);
 }
 
 uint64_t DistributedDataParallel::parameter_checksum() const {
@@ -89,7 +97,13 @@ void DistributedDataParallel::launch(Bucket& b) {
   float* g = grads.data() + b.begin;
   const size_t n = b.end - b.begin;
   b.launched = Clock::now();
-  if (config_.wire == DType::f32) {
+  if (device_buckets_) {
+    // The bucket's gradients come from kernels on the compute stream; the collective
+    // reads them from another stream (NCCL's) or thread (staging), so they must be done.
+    gpu::wait_for_kernels();
+    Buffer buf{model_.store().device_flat_grads() + b.begin, n, DType::f32, Device{DeviceKind::cuda, gpu::current_device()}};
+    b.work = comm_->allreduce_async(buf, buf, ReduceOp::avg);
+  } else if (config_.wire == DType::f32) {
     Buffer buf{g, n, DType::f32, {}};
     b.work = comm_->allreduce_async(buf, buf, ReduceOp::avg);
   } else {
@@ -126,6 +140,7 @@ void DistributedDataParallel::end_backward() {
     last_done = std::max(last_done, b.done);
     stats_.bytes += int64_t((b.end - b.begin) * dtype_size(config_.wire));
     if (config_.wire != DType::f32) unpack16(config_.wire, b.wire.data(), grads.data() + b.begin, b.end - b.begin);
+    if (device_buckets_) model_.store().download_grads(b.begin, b.end);
     b.done = Clock::time_point{};
   }
   stats_.exposed_s = std::max(0.0, std::chrono::duration<double>(last_done - compute_end).count());

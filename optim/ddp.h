@@ -82,6 +82,7 @@ class DistributedDataParallel {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_param_;
   bool sync_ = true;
+  bool device_buckets_ = false;  // the model is on CUDA and the wire is f32 (see ddp.cpp)
   size_t next_launch_ = 0;  // buckets launch strictly in order on every rank
   CommStats stats_;
 };

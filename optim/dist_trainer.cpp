@@ -15,6 +15,8 @@
 #include "data/loader.h"
 #include "data/make_dataset.h"
 #include "data/sampler.h"
+#include "comm/device/device_runtime.h"
+#include "comm/launch_env.h"
 #include "models/checkpoint.h"
 #include "models/models.h"
 #include "optim/clip_grad.h"
@@ -62,6 +64,9 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   if (config_.zero_stage < 0 || config_.zero_stage > 3)
     throw std::invalid_argument("--zero " + std::to_string(config_.zero_stage) + ": valid stages are 0, 1, 2, 3");
   model_ = make_model(config_.model, config_.model_config);
+  // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
+  if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
+  else if (config_.device != "cpu") throw std::invalid_argument("--device '" + config_.device + "': valid are cpu, cuda");
   std::string ds = config_.dataset.empty() ? default_dataset(config_.model) : config_.dataset;
   if (ds == "synthetic") ds = config_.model == "toy" ? "synthetic-regression" : "synthetic-classification";
   DatasetOptions opts;
@@ -234,10 +239,11 @@ EvalResult DistTrainer::evaluate() {
     idx.resize(count);
     std::iota(idx.begin(), idx.end(), start);
     test_->fill(idx, batch);
-    const Tensor& out = model_->forward(model_input(batch), false);
+    model_->forward(model_input(batch), false);
     sums[0] += double(model_->loss(model_target(batch))) * double(count);
     sums[2] += double(count);
     if (!batch.labels.empty() && !model_->takes_tokens() && batch.labels.size() == count) {
+      const Tensor& out = model_->host_output();
       classifier = true;
       const int64_t c = out.last_dim();
       for (size_t i = 0; i < count; ++i) {
@@ -260,6 +266,7 @@ EvalResult DistTrainer::evaluate() {
     }
   }
   if (config_.zero_stage < 2) model_->zero_grad();
+  else model_->zero_device_grad();  // the host buffer is zero already; the CUDA mirror is not
   comm_->allreduce(Buffer{sums, 3, DType::f64, {}}, ReduceOp::sum);
   EvalResult e;
   e.samples = size_t(sums[2]);
@@ -318,6 +325,7 @@ TrainSummary DistTrainer::run(const std::function<void(const StepLog&)>& on_log,
       // ---- one step: micro-steps of forward/backward, gradient sync, update ----
       const auto t0 = Clock::now();
       if (config_.zero_stage < 2) model_->zero_grad();  // ZeRO-2/3: already zero (zero_grad_reducer.h)
+      else model_->zero_device_grad();                 // ... except for the CUDA mirror
       double loss_sum = 0, samples = 0;
       for (int m = 0; m < config_.grad_accum; ++m) {
         if (zero_) zero_->begin_backward(m == config_.grad_accum - 1);

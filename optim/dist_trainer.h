@@ -53,6 +53,7 @@ struct DistTrainConfig {
   DdpConfig ddp;
   int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
   DType precision = DType::f32;  // f32, or bf16: bf16 working weights, fp32 master (master_weights.h)
+  std::string device = "cpu";    // cuda: the model computes on GPU LOCAL_RANK mod count (Module::to_cuda)
   std::string checkpoint_dir;    // non-empty: save here
   int64_t save_every = 0;        // steps between checkpoints (0: only at the end)
   bool resume = false;           // continue from checkpoint_dir's latest checkpoint

@@ -67,8 +67,9 @@ Evaluation evaluate(Module& model, const Dataset& dataset, size_t batch_size, si
     idx.resize(count);
     std::iota(idx.begin(), idx.end(), start);
     dataset.fill(idx, batch);
-    const Tensor& out = model.forward(model_input(batch), false);
+    model.forward(model_input(batch), false);
     loss_sum += static_cast<double>(model.loss(model_target(batch))) * static_cast<double>(count);
+    const Tensor& out = model.host_output();
     // Accuracy for classifiers: one row of logits per sample.
     if (!batch.labels.empty() && !model.takes_tokens() && batch.labels.size() == count) {
       classifier = true;

@@ -45,7 +45,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("algo", po::value(&c.algo)->default_value("auto"), "auto | ring | tree | recursive_doubling | native")
     ("zero", po::value(&c.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
     ("overlap-comm", po::value(&c.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
-    ("device", po::value(&c.device)->default_value("cpu"), "cpu (models on cuda are not implemented yet; the communicators already take device buffers)")
+    ("device", po::value(&c.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; toy, mlp and gpt)")
     ("epochs", po::value(&c.cfg.epochs)->default_value(3), "epochs")
     ("steps", po::value(&c.cfg.steps)->default_value(0), "stop after this many steps (0: run the epochs)")
     ("batch-size", po::value(&c.cfg.batch_size)->default_value(32), "samples per rank per micro-step")
@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
     if (c.precision == "bf16") c.grad_compress = "bf16";
     c.cfg.zero_stage = c.zero;
     if (c.overlap_comm == "off") c.no_overlap = true;
-    if (c.device != "cpu")
-      throw std::invalid_argument("--device " + c.device + ": models train on the cpu only in this version (Tensor, layers and optimizers have no CUDA kernels yet; the communicators and comm_bench --device cuda already move device buffers)");
+    if (c.device != "cpu" && c.device != "cuda") throw std::invalid_argument("--device '" + c.device + "': valid are cpu, cuda");
+    c.cfg.device = c.device;
     c.cfg.shuffle = !c.no_shuffle;
     c.cfg.lr_config.lr = c.lr;
     c.cfg.ddp.bucket_bytes = size_t(c.bucket_mb * (1 << 20));
@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
       std::cout << box({{"model", c.cfg.model + " (" + std::to_string(params) + " parameters, " + fmt("%.2f", params * 4.0 / (1 << 20)) + " MiB)"},
                         {"dataset", trainer.train_set().name() + " (" + std::to_string(trainer.train_set().size()) + " samples)"},
                         {"world size", std::to_string(world)},
+                        {"device", c.device == "cuda" ? "cuda (model on the GPU; optimizer and gradient exchange on host buffers)" : "cpu"},
                         {"backend", comm->backend_name() + (c.switch_backend.empty() ? "" : " (switch at " + c.switch_backend + ")")},
                         {"algorithm", c.algo},
                         {"per-rank batch", std::to_string(c.cfg.batch_size) + " x " + std::to_string(c.cfg.grad_accum) + " accum"},
@@ -235,9 +236,10 @@ int main(int argc, char** argv) {
       std::string acc = s.eval.accuracy >= 0 ? "test_acc=" + fmt("%.4f", s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
       double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
       std::cout << dpt::memory_table(trainer.memory_bytes(), "end");
-      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s\n",
+      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f\n",
                   acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, world, comm->backend_name().c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
-                  s.comm_bytes_per_step / (1 << 20), c.precision.c_str());
+                  s.comm_bytes_per_step / (1 << 20), c.precision.c_str(), c.device.c_str(),
+                  trainer.model().takes_tokens() ? s.samples_per_s * double(trainer.model().sample_shape().at(0)) : 0.0);
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},
