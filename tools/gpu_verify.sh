@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# gpu_verify.sh: the checks that need a GPU, in one run (a lent GPU machine's time is
+# short): the device, the gpu-labelled tests, comm_bench rows on device and host buffers
+# for every backend, and training on the GPU next to the CPU.
+#
+# usage: tools/gpu_verify.sh [probe] [tests] [bench] [train]   (default: all four)
+# Run from the repository root with a build in build/ (on a machine without our Debian
+# packages: `source .gpu/env.sh` first, see tools/gpu_bundle.sh). Logs go to $OUT when
+# set, else to gpu_verify_logs/.
+set -uo pipefail
+log_dir=${OUT:-gpu_verify_logs}; mkdir -p "$log_dir"
+steps=("$@"); [[ ${#steps[@]} -gt 0 ]] || steps=(probe tests bench train)
+mpi=(mpiexec --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+summary=()
+note() { summary+=("$*"); }
+run_logged() {  # name, command...: runs, keeps the whole output under $log_dir/name.log
+  local name=$1; shift
+  echo "== $name: $*"
+  "$@" 2>&1 | tee "$log_dir/$name.log"
+  local rc=${PIPESTATUS[0]}
+  note "$(printf '%-34s rc=%s' "$name" "$rc")"
+  return "$rc"
+}
+
+for step in "${steps[@]}"; do
+  case $step in
+    probe)
+      nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+      run_logged device_info build/bin/device_info ;;
+    tests)
+      run_logged ctest_gpu ctest --test-dir build -L gpu --output-on-failure -j1 ;;
+    bench)
+      # Host rows first, then device rows, same sizes: the cost of staging is their ratio.
+      for be in mpi tcp; do
+        for dev in cpu cuda; do
+          for np in 2 4; do
+            run_logged "bench_${be}_${dev}_np${np}" "${mpi[@]}" -np $np build/bin/comm_bench -b 8 -e 256M -f 16 \
+              -n 10 -w 3 -c 1 --backend $be --device $dev
+          done
+        done
+      done
+      for coll in allreduce reduce_scatter allgather broadcast; do
+        run_logged "bench_nccl_cuda_np1_$coll" "${mpi[@]}" -np 1 build/bin/comm_bench -b 8 -e 256M -f 16 \
+          -n 20 -w 5 -c 1 --backend nccl --device cuda --coll $coll
+      done ;;
+    train)
+      # The same jobs on CPU and GPU (2 ranks share the GPU; nccl needs a GPU per rank,
+      # so it runs 1 rank); the final line of each holds samples_per_s and tokens_per_s.
+      steps=${TRAIN_STEPS:-60}
+      common=(--steps "$steps" --log-every 20 --max-eval-samples 2000)
+      for model in mlp gpt; do
+        args=("${common[@]}" --model $model --batch-size ${TRAIN_BATCH:-64})
+        for dev in cpu cuda; do
+          run_logged "train_${model}_tcp_${dev}" "${mpi[@]}" -np 2 build/bin/train "${args[@]}" --backend tcp --device $dev
+        done
+        run_logged "train_${model}_mpi_cuda" "${mpi[@]}" -np 2 build/bin/train "${args[@]}" --backend mpi --device cuda
+        run_logged "train_${model}_nccl_cuda_np1" "${mpi[@]}" -np 1 build/bin/train "${args[@]}" --backend nccl --device cuda
+        for stage in 1 2 3; do
+          run_logged "train_${model}_zero${stage}_tcp_cuda" "${mpi[@]}" -np 2 build/bin/train "${args[@]}" --backend tcp \
+            --device cuda --zero $stage
+        done
+      done
+      # A larger batch: the GPU's share of the step grows with it.
+      for dev in cpu cuda; do
+        run_logged "train_mlp_b512_tcp_${dev}" "${mpi[@]}" -np 2 build/bin/train "${common[@]}" --model mlp \
+          --batch-size 512 --backend tcp --device $dev
+      done
+      echo "== final lines"
+      grep -H "^final:" "$log_dir"/train_*.log | sed 's|.*/train_||' ;;
+    *) echo "gpu_verify: unknown step '$step' (probe tests bench train)" >&2; exit 2 ;;
+  esac
+done
+echo; echo "== summary"; printf '%s\n' "${summary[@]}"
