@@ -3,13 +3,13 @@
 # short): the device, the gpu-labelled tests, comm_bench rows on device and host buffers
 # for every backend, and training on the GPU next to the CPU.
 #
-# usage: tools/gpu_verify.sh [probe] [tests] [bench] [train]   (default: all four)
+# usage: tools/gpu_verify.sh [probe] [tests] [bench] [train] [edges]   (default: all)
 # Run from the repository root with a build in build/ (on a machine without our Debian
 # packages: `source .gpu/env.sh` first, see tools/gpu_bundle.sh). Logs go to $OUT when
 # set, else to gpu_verify_logs/.
 set -uo pipefail
 log_dir=${OUT:-gpu_verify_logs}; mkdir -p "$log_dir"
-steps=("$@"); [[ ${#steps[@]} -gt 0 ]] || steps=(probe tests bench train)
+steps=("$@"); [[ ${#steps[@]} -gt 0 ]] || steps=(probe tests bench train edges)
 mpi=(mpiexec --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 summary=()
@@ -68,7 +68,27 @@ for step in "${steps[@]}"; do
       done
       echo "== final lines"
       grep -H "^final:" "$log_dir"/train_*.log | sed 's|.*/train_||' ;;
-    *) echo "gpu_verify: unknown step '$step' (probe tests bench train)" >&2; exit 2 ;;
+    edges)
+      # Mixed precision, checkpoint and resume, a backend switch on the GPU, and the
+      # refusals (a model without CUDA kernels; NCCL with more ranks than GPUs).
+      short=(--steps 20 --log-every 10 --max-eval-samples 500 --model gpt)
+      for dev in cpu cuda; do
+        run_logged "edge_bf16_zero2_$dev" "${mpi[@]}" -np 2 build/bin/train "${short[@]}" --backend tcp --device $dev \
+          --precision bf16 --zero 2
+      done
+      ck=$(mktemp -d)
+      run_logged edge_save_cuda "${mpi[@]}" -np 2 build/bin/train "${short[@]}" --backend tcp --device cuda \
+        --checkpoint-dir "$ck" --save-every 10
+      run_logged edge_resume_cuda "${mpi[@]}" -np 2 build/bin/train "${short[@]/20/30}" --backend tcp --device cuda \
+        --checkpoint-dir "$ck" --resume
+      run_logged edge_uninterrupted_cuda "${mpi[@]}" -np 2 build/bin/train "${short[@]/20/30}" --backend tcp --device cuda
+      run_logged edge_switch_cuda "${mpi[@]}" -np 2 build/bin/train "${short[@]}" --backend tcp --device cuda \
+        --switch-backend 10:mpi
+      run_logged edge_cnn_cuda "${mpi[@]}" -np 1 build/bin/train --model cnn --device cuda --steps 2
+      run_logged edge_nccl_np2_one_gpu "${mpi[@]}" -np 2 build/bin/train --model mlp --backend nccl --device cuda --steps 2
+      echo "== edge final lines and errors"
+      grep -H -E "^final:|error|train:" "$log_dir"/edge_*.log | sed 's|.*/edge_||' | cut -c1-300 ;;
+    *) echo "gpu_verify: unknown step '$step' (probe tests bench train edges)" >&2; exit 2 ;;
   esac
 done
 echo; echo "== summary"; printf '%s\n' "${summary[@]}"
