@@ -101,6 +101,7 @@ void DistributedDataParallel::launch(Bucket& b) {
     // The bucket's gradients come from kernels on the compute stream; the collective
     // reads them from another stream (NCCL's) or thread (staging), so they must be done.
     gpu::wait_for_kernels();
+    b.launched = Clock::now();  // comm time starts when the data can move
     Buffer buf{model_.store().device_flat_grads() + b.begin, n, DType::f32, Device{DeviceKind::cuda, gpu::current_device()}};
     b.work = comm_->allreduce_async(buf, buf, ReduceOp::avg);
   } else if (config_.wire == DType::f32) {
