@@ -235,11 +235,15 @@ void Communicator::run_blocking(CollArgs args) {
     args.tag = kMaxUserTag + 1 + (args.seq % (int64_t{1} << 30));
   }
   std::exception_ptr err = run_task(args);
+  bool queued;
   {
     std::lock_guard<std::mutex> lk(mu_);
     busy_ = false;
+    queued = !queue_.empty();
   }
-  cv_.notify_all();  // the worker may have work queued meanwhile
+  // Wake the worker only for work queued meanwhile: waking it for nothing costs a
+  // thread wake-up per call, a good part of a small collective's latency.
+  if (queued) cv_.notify_all();
   if (err) std::rethrow_exception(err);
 }
 
@@ -318,6 +322,11 @@ void Communicator::execute_on_host(const CollArgs& a, Algo algo) {
   } else {
     CollArgs b = a;
     if (b.op == ReduceOp::avg) b.op = ReduceOp::sum;  // divide once at the end
+    struct Bracket {
+      Communicator& c;
+      explicit Bracket(Communicator& comm) : c(comm) { c.algorithm_begins(); }
+      ~Bracket() { c.algorithm_ends(); }
+    } bracket(*this);
     switch (a.kind) {
       case CollKind::allreduce:
         if (algo == Algo::recursive_doubling) algo::recursive_doubling_allreduce(*this, b);

@@ -150,6 +150,10 @@ class Communicator {
   // ---- for algorithms: raw point-to-point in the collectives' tag space ----
   WorkPtr isend_internal(const Buffer& buf, int peer, int64_t tag) { return do_isend(buf, peer, tag); }
   WorkPtr irecv_internal(const Buffer& buf, int peer, int64_t tag) { return do_irecv(buf, peer, tag); }
+  // Bracket one of our algorithms on the thread running it, so that a backend whose
+  // waiters can move the bytes themselves (tcp) keeps its own thread out of the way.
+  virtual void algorithm_begins() {}
+  virtual void algorithm_ends() {}
 
  protected:
   // Raw tagged point-to-point: must be callable from several threads at once, must not

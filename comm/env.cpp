@@ -32,6 +32,9 @@ const std::vector<Knob>& knobs() {
        "them); 0 = collectives are always messages"},
       {"COMM_TCP_SHM_SLOT_BYTES", "262144",
        "tcp backend: bytes each rank moves per round in the shared-memory arena (two slots per rank; a multiple of 4096)"},
+      {"COMM_TCP_DRIVE", "1",
+       "tcp backend over sockets only: 1 = a thread waiting on an operation moves the bytes itself (poll, send, recv) "
+       "instead of waking up when the progress thread hands it the result; 0 = only the progress thread does"},
       {"COMM_TCP_MAX_UNEXPECTED_BYTES", "268435456",
        "tcp backend: bytes of messages buffered before their receive is posted; beyond it the sender is slowed (TCP flow control)"},
       {kJobToken, "",

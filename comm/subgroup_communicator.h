@@ -21,6 +21,8 @@ class SubgroupCommunicator : public Communicator {
   uint64_t context_id() const { return context_; }
   Communicator& root() { return root_; }
   int root_rank(int r) const { return members_.at(r); }
+  void algorithm_begins() override { root_.algorithm_begins(); }
+  void algorithm_ends() override { root_.algorithm_ends(); }
 
  protected:
   WorkPtr do_isend(const Buffer& buf, int peer, int64_t tag) override;

@@ -39,6 +39,11 @@ bool PromiseWork::done() const {
   return done_;
 }
 
+bool PromiseWork::wait_until_done(Millis timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  return cv_.wait_for(lk, timeout, [&] { return done_; });
+}
+
 bool PromiseWork::test() {
   std::lock_guard<std::mutex> lk(mu_);
   if (done_ && error_) std::rethrow_exception(error_);
@@ -46,12 +51,18 @@ bool PromiseWork::test() {
 }
 
 void PromiseWork::wait(Millis timeout) {
-  std::unique_lock<std::mutex> lk(mu_);
-  if (!cv_.wait_for(lk, timeout, [&] { return done_; })) {
-    throw TimeoutError(ctx_, "timed out after " + std::to_string(timeout.count()) +
-                                 " ms (is a peer stuck or dead, or did the ranks issue "
-                                 "different collectives?)");
-  }
+  if (!wait_until_done(timeout)) throw_timeout(timeout);
+  rethrow_if_failed();
+}
+
+void PromiseWork::throw_timeout(Millis waited) const {
+  throw TimeoutError(ctx_, "timed out after " + std::to_string(waited.count()) +
+                               " ms (is a peer stuck or dead, or did the ranks issue "
+                               "different collectives?)");
+}
+
+void PromiseWork::rethrow_if_failed() const {
+  std::lock_guard<std::mutex> lk(mu_);
   if (error_) std::rethrow_exception(error_);
 }
 

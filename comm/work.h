@@ -39,10 +39,16 @@ class PromiseWork : public Work {
   bool test() override;
   void wait(Millis timeout) override;
   bool done() const;
+  // Sleeps until done or `timeout`; true when done. Neither rethrows nor throws.
+  bool wait_until_done(Millis timeout);
   const ErrorContext& context() const { return ctx_; }
   // Called once, on the completing thread, before waiters are released (or at once
   // if the work already finished).
   void on_finish(std::function<void()> f);
+
+ protected:
+  [[noreturn]] void throw_timeout(Millis waited) const;
+  void rethrow_if_failed() const;
 
  private:
   void finish(std::exception_ptr e);

@@ -1,4 +1,4 @@
-// The progress engine (terms in progress_engine.h). One loop, on one thread:
+// The progress engine (terms in progress_engine.h). One turn:
 //   1. take newly posted ops from the inbox and route them (send queue, posted
 //      receives, or an already buffered unexpected frame);
 //   2. write what the send queues hold (sendmsg, many frames per call);
@@ -7,7 +7,10 @@
 //   4. read: headers and small payloads through the peer's staging buffer, large
 //      payloads straight into their destination;
 //   5. every 100 ms, fail ops whose deadline passed.
-// Sends and receives of one connection are handled in the same loop iteration, so two
+// Turns run on the engine thread, or on a driver (a thread waiting on one of this
+// engine's Works), never on both at once: whoever holds DriveGate::owner owns the
+// state. The engine thread lets go of it while it sleeps in poll().
+// Sends and receives of one connection are handled in the same turn, so two
 // ranks sending large messages to each other at once both make progress (no deadlock).
 #include "backends/tcp/progress_engine.h"
 
@@ -94,6 +97,42 @@ struct Peer {
   std::string eof_detail;
 };
 
+// Shared by the engine and every Work it hands out, so a Work waited on after its engine
+// is gone finds `alive` false (and a valid eventfd) instead of a dangling engine.
+struct DriveGate {
+  std::mutex owner;                  // held by whoever runs turns: engine thread or driver
+  std::atomic<bool> driving{false};  // a driver holds (or is about to take) `owner`
+  bool enabled = false;              // TCP-only engine; fixed before the thread starts
+  bool alive = true;                 // under owner; false once the engine thread ended
+  ProgressEngine::Impl* impl = nullptr;
+  int wake_fd = -1;                  // the engine's eventfd, closed with the last holder
+  ~DriveGate() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+  // Makes the engine thread (and a driver) leave poll() and look at the inbox.
+  void kick() const {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd, &one, sizeof one);
+    (void)ignored;
+  }
+};
+
+enum class DriveResult { drove, busy, not_possible };
+
+// The engine's Work: wait() drives the engine on the waiting thread when it can.
+class EngineWork : public PromiseWork {
+ public:
+  EngineWork(ErrorContext ctx, std::shared_ptr<DriveGate> gate) : PromiseWork(std::move(ctx)), gate_(std::move(gate)) {}
+  void wait(Millis timeout) override;
+
+ private:
+  std::shared_ptr<DriveGate> gate_;
+};
+
+// The engine whose drive scope this thread is in (one at a time), and its depth.
+thread_local ProgressEngine::Impl* tl_driver = nullptr;
+thread_local int tl_drive_depth = 0;
+
 }  // namespace
 
 struct ProgressEngine::Impl {
@@ -103,8 +142,12 @@ struct ProgressEngine::Impl {
   bool any_shm = false;
   bool shm_progress = false;  // bytes moved through a ring in this loop turn
   Clock::time_point spin_until;
-  int wake_fd = -1;
+  int wake_fd = -1;  // gate->wake_fd
   std::thread thread;
+  std::shared_ptr<DriveGate> gate = std::make_shared<DriveGate>();
+  // Threads in a drive scope or driving: while > 0 the engine thread polls only its
+  // eventfd (the drivers read the sockets). Changed by drivers, read by the engine.
+  std::atomic<int> drivers{0};
 
   // ---- shared with posting threads (under mu) ----
   std::mutex mu;
@@ -132,9 +175,13 @@ struct ProgressEngine::Impl {
   bool shutting_down = false;
   Clock::time_point shutdown_deadline;
   uint64_t unexpected_bytes = 0;
+  Clock::time_point next_expiry = Clock::now() + kExpiryCheck;
+  std::vector<pollfd> drive_fds;  // a driver's poll set (one driver at a time)
+  std::vector<int> drive_fd_peer;
 
   std::atomic<uint64_t> frames_sent{0}, frames_received{0}, bytes_sent{0}, bytes_received{0};
   std::atomic<uint64_t> unexpected_frames{0}, unexpected_peak{0};
+  std::atomic<uint64_t> completed_by_waiters{0};
 
   // ---- posting ----
   WorkPtr post(bool is_send, const Buffer& buf, int peer, int64_t tag, Millis timeout);
@@ -142,6 +189,14 @@ struct ProgressEngine::Impl {
 
   // ---- engine ----
   void run();
+  bool prepare_turn();  // steps 1-2 and closing; false once the engine should exit
+  void build_fds(std::vector<pollfd>& fds, std::vector<int>& fd_peer, bool sockets);
+  void handle_events(const std::vector<pollfd>& fds, const std::vector<int>& fd_peer);
+  void on_poll_error(int err);
+  void check_expiry();
+  // ---- drivers (under gate->owner) ----
+  DriveResult drive(const PromiseWork& w, Clock::time_point deadline);
+  void hand_back();  // the last driver leaves: wake the engine thread if it has work
   void take_inbox();
   void route(const OpPtr& op);
   void match_recv(Peer& p, const OpPtr& op);
@@ -170,7 +225,9 @@ struct ProgressEngine::Impl {
   ErrorContext ctx(const Op& op) const { return cfg.context(op.is_send ? "send" : "recv", op.peer); }
   std::string tag_text(const Op& op) const { return fmt::format("tag {}, {} bytes", op.tag, op.bytes); }
   void complete(const OpPtr& op) {
-    if (op->work) op->work->complete();
+    if (!op->work) return;
+    if (std::this_thread::get_id() != thread.get_id()) ++completed_by_waiters;
+    op->work->complete();
   }
   template <class E> void fail(const OpPtr& op, const std::string& detail) {
     if (op->work) op->work->fail(std::make_exception_ptr(E(ctx(*op), detail + " (" + tag_text(*op) + ")")));
@@ -204,7 +261,7 @@ WorkPtr ProgressEngine::Impl::post(bool is_send, const Buffer& buf, int peer, in
   op->tag = tag;
   op->data = static_cast<char*>(buf.data);
   op->bytes = buf.bytes();
-  op->work = std::make_shared<PromiseWork>(cfg.context(what, peer));
+  op->work = std::make_shared<EngineWork>(cfg.context(what, peer), gate);
   op->work->set_default_timeout(timeout);
   op->deadline = Clock::now() + timeout;
   op->timeout_ms = timeout.count();
@@ -219,7 +276,8 @@ WorkPtr ProgressEngine::Impl::post(bool is_send, const Buffer& buf, int peer, in
           AbortedError(cfg.context(what, peer), "the communicator is shutting down")));
     inbox.push_back(op);
   }
-  wake();
+  // A thread in a drive scope takes the inbox itself when it next waits.
+  if (tl_driver != this) wake();
   return op->work;
 }
 
@@ -237,49 +295,17 @@ void ProgressEngine::Impl::wake() {
 void ProgressEngine::Impl::run() {
   std::vector<pollfd> fds;
   std::vector<int> fd_peer;
-  auto next_expiry = Clock::now() + kExpiryCheck;
+  std::unique_lock<std::mutex> own(gate->owner);
   for (;;) {
-    take_inbox();
-    shm_progress = false;
-    for (Peer& p : peers)
-      if (p.sock.valid() && !p.sendq.empty()) flush(p);
-    if (any_shm)
-      for (Peer& p : peers) {
-        if (!p.shm || !p.sock.valid()) continue;
-        if (!p.paused && !p.closing && !p.shm->in().empty()) read_peer(p);
-        if (p.eof_seen) check_shm_eof(p);
-      }
+    if (!prepare_turn()) break;
+    // While a driver runs turns it reads the sockets; watching them here as well would
+    // wake this thread for every message the driver handles.
+    const bool quiet = drivers.load(std::memory_order_acquire) > 0 && !failed && !shutting_down;
+    build_fds(fds, fd_peer, !quiet);
     auto now = Clock::now();
-    if (shutting_down || failed) {
-      // Close connections whose control frames are out (or that ran out of time).
-      for (Peer& p : peers) {
-        if (!p.sock.valid()) continue;
-        bool flushed = p.sendq.empty();
-        if (failed && p.closing && (flushed || now >= close_deadline)) close_peer(p);
-        if (shutting_down && (flushed || now >= shutdown_deadline) && (p.goodbye_queued || p.state != PeerState::open))
-          close_peer(p);
-      }
-      bool any_open = false;
-      for (const Peer& p : peers) any_open |= p.sock.valid();
-      if (shutting_down && !any_open) break;
-    }
-    fds.clear();
-    fd_peer.clear();
-    fds.push_back({wake_fd, POLLIN, 0});
-    for (Peer& p : peers) {
-      if (!p.sock.valid()) continue;
-      short ev = 0;
-      if (p.shm) {
-        if (p.eof_seen) continue;
-        ev = POLLIN;  // doorbells and the close; frames come through the ring
-      } else {
-        if (!p.paused && !p.closing) ev |= POLLIN;
-        if (!p.sendq.empty()) ev |= POLLOUT;
-      }
-      fds.push_back({p.sock.fd(), ev, 0});
-      fd_peer.push_back(p.rank);
-    }
-    int timeout_ms = (shutting_down || failed) ? 10 : has_pending_ops() ? static_cast<int>(kExpiryCheck.count()) : 1000;
+    int timeout_ms = (shutting_down || failed || quiet) ? (quiet ? static_cast<int>(kExpiryCheck.count()) : 10)
+                     : has_pending_ops()                ? static_cast<int>(kExpiryCheck.count())
+                                                        : 1000;
     bool armed = false;
     if (any_shm) {
       if (shm_progress) spin_until = now + cfg.shm_spin;
@@ -293,7 +319,10 @@ void ProgressEngine::Impl::run() {
         armed = true;
       }
     }
+    own.unlock();  // a driver may run turns while this thread sleeps
     int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+    const int poll_errno = errno;
+    own.lock();
     if (armed) {
       for (Peer& p : peers)
         if (p.shm) {
@@ -303,37 +332,11 @@ void ProgressEngine::Impl::run() {
       may_block.store(false, std::memory_order_relaxed);
       spin_until = Clock::now() + cfg.shm_spin;  // whatever woke us likely has a follow-up
     }
-    if (rc < 0 && errno != EINTR) {
-      log::error("tcp engine: poll failed: {}", net::errno_string(errno));
-      fail_communicator("internal error: poll failed: " + net::errno_string(errno), false, -1);
-    }
-    if (rc > 0) {
-      if (fds[0].revents & POLLIN) {
-        uint64_t v;
-        ssize_t ignored = ::read(wake_fd, &v, sizeof v);
-        (void)ignored;
-      }
-      for (size_t i = 1; i < fds.size(); ++i) {
-        Peer& p = peers[static_cast<size_t>(fd_peer[i - 1])];
-        short re = fds[i].revents;
-        if (!re || !p.sock.valid()) continue;
-        if (p.shm) {
-          drain_doorbells(p);
-          if (!p.paused && !p.closing) read_peer(p);
-          if (p.eof_seen) check_shm_eof(p);
-          continue;
-        }
-        if ((re & (POLLIN | POLLHUP | POLLERR)) && !p.closing) {
-          if (!read_peer(p)) continue;
-        }
-        if ((re & (POLLOUT | POLLERR)) && p.sock.valid() && !p.sendq.empty()) flush(p);
-      }
-    }
-    now = Clock::now();
-    if (now >= next_expiry) {
-      expire_ops();
-      next_expiry = now + kExpiryCheck;
-    }
+    if (rc < 0) on_poll_error(poll_errno);
+    // A driver may have run meanwhile: the events can be stale, which is harmless
+    // (reads and writes are non-blocking; closed peers are skipped).
+    if (rc > 0) handle_events(fds, fd_peer);
+    check_expiry();
   }
   // Whatever is still pending can no longer complete.
   fail_detail = failed ? fail_detail : "the communicator was shut down while this operation was pending";
@@ -354,7 +357,164 @@ void ProgressEngine::Impl::run() {
     late.swap(inbox);
   }
   for (auto& op : late) fail_with_failure(op);
+  gate->alive = false;
   cv.notify_all();
+}
+
+bool ProgressEngine::Impl::prepare_turn() {
+  take_inbox();
+  shm_progress = false;
+  for (Peer& p : peers)
+    if (p.sock.valid() && !p.sendq.empty()) flush(p);
+  if (any_shm)
+    for (Peer& p : peers) {
+      if (!p.shm || !p.sock.valid()) continue;
+      if (!p.paused && !p.closing && !p.shm->in().empty()) read_peer(p);
+      if (p.eof_seen) check_shm_eof(p);
+    }
+  if (shutting_down || failed) {
+    // Close connections whose control frames are out (or that ran out of time).
+    const auto now = Clock::now();
+    for (Peer& p : peers) {
+      if (!p.sock.valid()) continue;
+      bool flushed = p.sendq.empty();
+      if (failed && p.closing && (flushed || now >= close_deadline)) close_peer(p);
+      if (shutting_down && (flushed || now >= shutdown_deadline) && (p.goodbye_queued || p.state != PeerState::open))
+        close_peer(p);
+    }
+    bool any_open = false;
+    for (const Peer& p : peers) any_open |= p.sock.valid();
+    if (shutting_down && !any_open) return false;
+  }
+  return true;
+}
+
+void ProgressEngine::Impl::build_fds(std::vector<pollfd>& fds, std::vector<int>& fd_peer, bool sockets) {
+  fds.clear();
+  fd_peer.clear();
+  fds.push_back({wake_fd, POLLIN, 0});
+  if (!sockets) return;
+  for (Peer& p : peers) {
+    if (!p.sock.valid()) continue;
+    short ev = 0;
+    if (p.shm) {
+      if (p.eof_seen) continue;
+      ev = POLLIN;  // doorbells and the close; frames come through the ring
+    } else {
+      if (!p.paused && !p.closing) ev |= POLLIN;
+      if (!p.sendq.empty()) ev |= POLLOUT;
+    }
+    fds.push_back({p.sock.fd(), ev, 0});
+    fd_peer.push_back(p.rank);
+  }
+}
+
+void ProgressEngine::Impl::handle_events(const std::vector<pollfd>& fds, const std::vector<int>& fd_peer) {
+  if (fds[0].revents & POLLIN) {
+    uint64_t v;
+    ssize_t ignored = ::read(wake_fd, &v, sizeof v);
+    (void)ignored;
+  }
+  for (size_t i = 1; i < fds.size(); ++i) {
+    Peer& p = peers[static_cast<size_t>(fd_peer[i - 1])];
+    short re = fds[i].revents;
+    if (!re || !p.sock.valid()) continue;
+    if (p.shm) {
+      drain_doorbells(p);
+      if (!p.paused && !p.closing) read_peer(p);
+      if (p.eof_seen) check_shm_eof(p);
+      continue;
+    }
+    if ((re & (POLLIN | POLLHUP | POLLERR)) && !p.closing) {
+      if (!read_peer(p)) continue;
+    }
+    if ((re & (POLLOUT | POLLERR)) && p.sock.valid() && !p.sendq.empty()) flush(p);
+  }
+}
+
+void ProgressEngine::Impl::on_poll_error(int err) {
+  if (err == EINTR) return;
+  log::error("tcp engine: poll failed: {}", net::errno_string(err));
+  fail_communicator("internal error: poll failed: " + net::errno_string(err), false, -1);
+}
+
+void ProgressEngine::Impl::check_expiry() {
+  const auto now = Clock::now();
+  if (now < next_expiry) return;
+  expire_ops();
+  next_expiry = now + kExpiryCheck;
+}
+
+// =====================================================================================
+// Drivers
+
+// Runs turns on the calling thread until `w` is done, the deadline passes, or the
+// communicator fails or shuts down (the engine thread then closes the connections).
+DriveResult ProgressEngine::Impl::drive(const PromiseWork& w, Clock::time_point deadline) {
+  if (failed || shutting_down) return DriveResult::not_possible;
+  const bool scoped = tl_driver == this;
+  if (!scoped) drivers.fetch_add(1, std::memory_order_acq_rel);
+  for (;;) {
+    take_inbox();
+    for (Peer& p : peers)
+      if (p.sock.valid() && !p.sendq.empty()) flush(p);
+    if (w.done() || failed || shutting_down) break;
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    build_fds(drive_fds, drive_fd_peer, true);
+    const auto wait = std::min(deadline, next_expiry) - now;
+    const int timeout_ms = static_cast<int>(std::chrono::ceil<Millis>(wait).count());
+    int rc = ::poll(drive_fds.data(), drive_fds.size(), std::max(timeout_ms, 0));
+    if (rc < 0) on_poll_error(errno);
+    if (rc > 0) handle_events(drive_fds, drive_fd_peer);
+    check_expiry();
+    if (w.done()) break;
+  }
+  if (!scoped && drivers.fetch_sub(1, std::memory_order_acq_rel) == 1) hand_back();
+  // This driver may have consumed a ring meant for ops it did not take: ring again, or
+  // later posts would skip the eventfd (wake_pending) and wait for a timeout.
+  else if (wake_pending.load()) gate->kick();
+  return DriveResult::drove;
+}
+
+void ProgressEngine::Impl::hand_back() {
+  bool work = has_pending_ops() || failed || shutting_down;
+  if (!work) {
+    std::lock_guard<std::mutex> lk(mu);
+    work = !inbox.empty() || (abort_requested && !abort_handled) || (shutdown_requested && !shutting_down);
+  }
+  if (work) gate->kick();
+}
+
+void EngineWork::wait(Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  constexpr Millis kSlice{2};  // how soon a waiter takes over from a driver that left
+  while (!done()) {
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    DriveResult r = DriveResult::not_possible;
+    if (gate_->enabled) {
+      if (gate_->driving.exchange(true, std::memory_order_acquire)) {
+        r = DriveResult::busy;
+      } else {
+        {
+          std::lock_guard<std::mutex> own(gate_->owner);
+          if (gate_->alive) r = gate_->impl->drive(*this, deadline);
+        }
+        gate_->driving.store(false, std::memory_order_release);
+      }
+    }
+    if (r == DriveResult::drove) continue;
+    // Someone else moves the bytes: make sure it looks at the inbox (a scoped thread's
+    // posts did not ring), then sleep on the completion.
+    if (gate_->enabled) gate_->kick();
+    const auto left = std::chrono::duration_cast<Millis>(deadline - now);
+    if (r == DriveResult::not_possible) break;
+    if (wait_until_done(std::min(left, kSlice))) break;
+  }
+  const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+  if (!wait_until_done(std::max(left, Millis(0)))) throw_timeout(timeout);
+  rethrow_if_failed();
 }
 
 bool ProgressEngine::Impl::shm_ops_pending() const {
@@ -925,12 +1085,35 @@ ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> socket
   }
   m.wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (m.wake_fd < 0) throw net::SocketError("eventfd: " + net::errno_string(errno), errno);
+  m.gate->wake_fd = m.wake_fd;
+  m.gate->impl = &m;
+  // Rings need the engine thread's spin-then-sleep logic; TCP sockets need only poll().
+  m.gate->enabled = !m.any_shm && m.cfg.waiters_drive;
   m.thread = std::thread([this] { impl_->run(); });
 }
 
-ProgressEngine::~ProgressEngine() {
-  shutdown(Millis(5000));
-  ::close(impl_->wake_fd);
+ProgressEngine::~ProgressEngine() { shutdown(Millis(5000)); }  // the gate closes the eventfd
+
+void ProgressEngine::begin_drive() {
+  Impl* m = impl_.get();
+  if (!m->gate->enabled) return;
+  if (tl_driver == m) {
+    ++tl_drive_depth;
+    return;
+  }
+  if (tl_driver) return;  // in another engine's scope: this one is driven only by waits
+  tl_driver = m;
+  tl_drive_depth = 1;
+  m->drivers.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void ProgressEngine::end_drive() {
+  Impl* m = impl_.get();
+  if (tl_driver != m || --tl_drive_depth > 0) return;
+  tl_driver = nullptr;
+  if (m->drivers.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::lock_guard<std::mutex> own(m->gate->owner);
+  if (m->gate->alive) m->hand_back();
 }
 
 WorkPtr ProgressEngine::isend(const Buffer& buf, int peer, int64_t tag, Millis timeout) {
@@ -983,7 +1166,7 @@ ProgressEngine::Stats ProgressEngine::stats() const {
   int shm_peers = 0;
   for (const auto& ch : m.channels) shm_peers += ch != nullptr;
   return Stats{m.frames_sent.load(), m.frames_received.load(), m.bytes_sent.load(), m.bytes_received.load(),
-               m.unexpected_frames.load(), m.unexpected_peak.load(), shm_peers};
+               m.unexpected_frames.load(), m.unexpected_peak.load(), m.completed_by_waiters.load(), shm_peers};
 }
 
 }  // namespace dpt::tcp

@@ -30,6 +30,15 @@
 //                 (poll with timeout 0, sched_yield) for EngineConfig::shm_spin after
 //                 the last byte moved while ops wait on a ring, then arms the rings'
 //                 sleep flags and blocks in poll().
+//   driver      - a thread that waits on one of the engine's Works runs the engine's
+//                 turns itself (poll, sendmsg, recv) until its Work is done, instead of
+//                 sleeping until the engine thread hands the result over: a message then
+//                 costs no thread wake-up on either side. One driver at a time (the
+//                 engine thread owns the state only between drivers); TCP-only engines
+//                 (shared-memory rings keep the engine thread's spin logic).
+//   drive scope - begin_drive()/end_drive() around a collective on one thread: its posts
+//                 do not ring the engine thread, and the engine thread watches only its
+//                 eventfd, so the collective's messages wake nobody but the driver.
 // Each op also has an engine-side deadline (the communicator's timeout): when it
 // passes, the op fails with TimeoutError and its buffer is no longer referenced.
 #include <atomic>
@@ -57,6 +66,9 @@ struct EngineConfig {
   // Shared memory: how long to spin (poll without blocking) after the last byte moved
   // through a ring while ops wait on one, before sleeping until a doorbell.
   std::chrono::microseconds shm_spin{200};
+  // Threads waiting on a Work run the engine's turns themselves (drivers, above);
+  // COMM_TCP_DRIVE=0 leaves all socket I/O to the engine thread.
+  bool waiters_drive = true;
   // Builds the error context for an op ("send"/"recv") with a peer.
   std::function<ErrorContext(const std::string& op, int peer)> context;
 };
@@ -70,10 +82,16 @@ class ProgressEngine {
   ProgressEngine(const ProgressEngine&) = delete;
   ProgressEngine& operator=(const ProgressEngine&) = delete;
 
-  // Non-blocking and thread-safe; the Work completes on the engine thread. The op fails
-  // with TimeoutError after `timeout` (default: EngineConfig::op_timeout).
+  // Non-blocking and thread-safe; the Work completes on the engine thread, or on the
+  // thread that waits on it (a driver). The op fails with TimeoutError after `timeout`
+  // (default: EngineConfig::op_timeout).
   WorkPtr isend(const Buffer& buf, int peer, int64_t tag, Millis timeout = Millis(0));
   WorkPtr irecv(const Buffer& buf, int peer, int64_t tag, Millis timeout = Millis(0));
+
+  // A drive scope on the calling thread (nests; see the terms above). No-op when the
+  // engine has shared-memory peers.
+  void begin_drive();
+  void end_drive();
 
   // Fails every pending and later op with AbortedError and tells the peers. Returns
   // once the engine no longer touches any user buffer.
@@ -98,6 +116,7 @@ class ProgressEngine {
   struct Stats {
     uint64_t frames_sent = 0, frames_received = 0, bytes_sent = 0, bytes_received = 0;
     uint64_t unexpected_frames = 0, unexpected_peak_bytes = 0;
+    uint64_t completed_by_waiters = 0;  // ops a driver completed (not the engine thread)
     int shm_peers = 0;
   };
   Stats stats() const;

@@ -27,6 +27,7 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
   cfg.max_unexpected_bytes = positive_env(kTcpMaxUnexpectedBytesEnv);
   cfg.op_timeout = options.timeout;
   cfg.shm_spin = tcp_shm_spin_from_env();
+  cfg.waiters_drive = env::get_int(kTcpDriveEnv) != 0;
   // Context is built from rank/size/backend, never from the (changing) options.
   cfg.context = [rank, size](const std::string& op, int peer) { return ErrorContext{rank, size, "tcp", op, peer, -1}; };
   try {
@@ -53,6 +54,8 @@ WorkPtr TcpCommunicator::do_isend(const Buffer& buf, int peer, int64_t tag) {
 WorkPtr TcpCommunicator::do_irecv(const Buffer& buf, int peer, int64_t tag) {
   return engine_->irecv(buf, peer, tag, timeout());
 }
+void TcpCommunicator::algorithm_begins() { engine_->begin_drive(); }
+void TcpCommunicator::algorithm_ends() { engine_->end_drive(); }
 void TcpCommunicator::do_abort(const std::string& reason) { engine_->abort(reason); }
 
 bool TcpCommunicator::native_supports(const CollArgs& a) const {

@@ -27,6 +27,9 @@ class TcpCommunicator : public Communicator {
   std::string backend_name() const override { return "tcp"; }
   tcp::ProgressEngine::Stats stats() const { return engine_->stats(); }
   bool has_shm_arena() const { return shm_coll_ != nullptr; }
+  // The thread running one of our algorithms drives the engine (progress_engine.h).
+  void algorithm_begins() override;
+  void algorithm_ends() override;
 
  protected:
   WorkPtr do_isend(const Buffer& buf, int peer, int64_t tag) override;
@@ -50,6 +53,7 @@ inline constexpr const char* kTcpShmRingBytesEnv = "COMM_TCP_SHM_RING_BYTES";
 inline constexpr const char* kTcpShmSpinUsEnv = "COMM_TCP_SHM_SPIN_US";
 inline constexpr const char* kTcpShmCollEnv = "COMM_TCP_SHM_COLL";
 inline constexpr const char* kTcpShmSlotBytesEnv = "COMM_TCP_SHM_SLOT_BYTES";
+inline constexpr const char* kTcpDriveEnv = "COMM_TCP_DRIVE";
 
 // COMM_TCP_SHM_SPIN_US, validated: the engine's ring polling and the arena's barriers
 // both spin this long before sleeping.

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -237,6 +238,37 @@ TEST_CASE("p2p: large messages both ways at once, receives before and after arri
     c.recv(make_buffer(big_in.data(), big_in.size()), peer, 11);
     sb->wait(5000ms);
     if (big_in != big) throw std::runtime_error("large unexpected payload differs");
+    c.barrier();
+  });
+  require_all_ok(errors);
+}
+
+// Over sockets only (the tcp_frame.sockets run), a thread that waits moves its own
+// bytes: nearly every op of a ping-pong completes on the waiting thread. With shared-memory
+// channels (the tcp_frame run) or COMM_TCP_DRIVE=0 the engine thread completes them all.
+TEST_CASE("driver: waiting threads complete their own operations over sockets, the engine thread otherwise") {
+  auto errors = run_ranks(2, [](Communicator& c) {
+    auto& tcp = dynamic_cast<TcpCommunicator&>(c);
+    const int peer = 1 - c.rank();
+    const auto before = tcp.stats();
+    const int rounds = 200;
+    std::vector<float> out(1024, float(c.rank())), in(1024);
+    for (int i = 0; i < rounds; ++i) {
+      auto r = c.irecv(make_buffer(in.data(), in.size()), peer, 21);
+      c.send(make_buffer(out.data(), out.size()), peer, 21);
+      r->wait(5000ms);
+      if (in[0] != float(peer)) throw std::runtime_error("ping-pong payload differs");
+    }
+    const auto after = tcp.stats();
+    const uint64_t driven = after.completed_by_waiters - before.completed_by_waiters;
+    const char* drive_env = std::getenv("COMM_TCP_DRIVE");
+    const bool drive_on = after.shm_peers == 0 && !(drive_env && std::string(drive_env) == "0");
+    // 2 ops per round; a few may be finished by the engine thread between waits.
+    if (drive_on && driven < uint64_t(rounds))
+      throw std::runtime_error("only " + std::to_string(driven) + " of " + std::to_string(2 * rounds) +
+                               " ops completed by their waiters over sockets");
+    if (!drive_on && driven != 0)
+      throw std::runtime_error(std::to_string(driven) + " ops completed by waiters with driving off");
     c.barrier();
   });
   require_all_ok(errors);

@@ -12,6 +12,10 @@ add_executable(tcp_frame_test tcp_frame_test.cpp)
 target_link_libraries(tcp_frame_test PRIVATE dpt_tcp_test_catch_main dpt_backend_tcp dpt_warnings)
 add_test(NAME tcp_frame COMMAND tcp_frame_test)
 set_tests_properties(tcp_frame PROPERTIES TIMEOUT 180 ENVIRONMENT "COMM_RENDEZVOUS_TIMEOUT_S=30")
+# The same over sockets only: no shared-memory channels, so the threads that wait on
+# operations drive the engine themselves (progress_engine.h, "driver").
+add_test(NAME tcp_frame.sockets COMMAND tcp_frame_test)
+set_tests_properties(tcp_frame.sockets PROPERTIES TIMEOUT 180 ENVIRONMENT "COMM_RENDEZVOUS_TIMEOUT_S=30;COMM_TCP_SHM=0")
 
 # launch_test drives build/bin/launch over a tiny helper program.
 add_executable(launch_test_helper launch_test_helper.cpp)
@@ -28,3 +32,5 @@ add_executable(tcp_fault_test tcp_fault_test.cpp)
 target_link_libraries(tcp_fault_test PRIVATE dpt_tcp_test_catch_main dpt_backend_tcp dpt_warnings)
 add_test(NAME tcp_fault COMMAND tcp_fault_test)
 set_tests_properties(tcp_fault PROPERTIES TIMEOUT 120 LABELS fault)
+add_test(NAME tcp_fault.sockets COMMAND tcp_fault_test)
+set_tests_properties(tcp_fault.sockets PROPERTIES TIMEOUT 120 LABELS fault ENVIRONMENT "COMM_TCP_SHM=0")
