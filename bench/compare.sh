@@ -8,8 +8,9 @@
 #   gloo-*      Gloo over its TCP transport (bench/gloo_bench, if libgloo-dev was found):
 #               ring_chunked, bcube, halving_doubling; "gloo-best" is the best per size
 # for allreduce and reduce_scatter, then writes bench/results/results.md (tables and the
-# issue's ratios) and bench/results/busbw.png (gnuplot). Every candidate runs in place,
-# as Gloo's algorithms always do (and as DDP's gradient buckets are reduced). Before
+# issue's ratios) and bench/results/busbw.png (gnuplot). Every candidate runs in place
+# (as Gloo's algorithms always do, and as DDP's gradient buckets are reduced) and
+# blocking (-z 1, as Gloo's and MPI's calls are). Before
 # the candidates, bench/physical_limits measures memcpy and loopback TCP bandwidth, the
 # ceilings the figures are read against. The candidates are interleaved
 # (each repetition runs every candidate once, in turn) and the median is reported, so
@@ -29,7 +30,9 @@ for b in comm_bench launch physical_limits; do [[ -x $BIN/$b ]] || { echo "compa
 HAVE_GLOO=0; [[ -x $BIN/gloo_bench ]] && HAVE_GLOO=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MPIRUN=(mpirun --oversubscribe --bind-to none)
-SIZES=(-b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w "$WARMUP" -c 0 --inplace)
+# -z 1: blocking calls, as Gloo's and MPI's are (nccl-tests' --blocking); every
+# candidate is then timed the way a training loop calling it sees it.
+SIZES=(-b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w "$WARMUP" -c 0 --inplace -z 1)
 
 # run LABEL NP COLL REP command...: rank 0's rows go to raw/LABEL.COLL.npNP.repREP.txt
 run() {

@@ -303,9 +303,11 @@ void ProgressEngine::Impl::run() {
     const bool quiet = drivers.load(std::memory_order_acquire) > 0 && !failed && !shutting_down;
     build_fds(fds, fd_peer, !quiet);
     auto now = Clock::now();
-    int timeout_ms = (shutting_down || failed || quiet) ? (quiet ? static_cast<int>(kExpiryCheck.count()) : 10)
-                     : has_pending_ops()                ? static_cast<int>(kExpiryCheck.count())
-                                                        : 1000;
+    const int expiry_ms = static_cast<int>(kExpiryCheck.count());
+    int timeout_ms = quiet                      ? expiry_ms  // to see the drivers leave
+                     : shutting_down || failed ? 10
+                     : has_pending_ops()       ? expiry_ms
+                                               : 1000;
     bool armed = false;
     if (any_shm) {
       if (shm_progress) spin_until = now + cfg.shm_spin;
