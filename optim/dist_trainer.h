@@ -1,11 +1,10 @@
 #pragma once
 // The distributed training loop behind build/bin/train: one replica per rank, data
-// sharded by DistributedSampler, gradients synchronized by DistributedDataParallel,
-// evaluation sharded and reduced, checkpoints and resume, and the run-time backend
-// switch. A reader can follow one step top to bottom in DistTrainer::run().
-// With zero_stage 1, 2 or 3 a ZeroOptimizer (zero_optimizer.h) takes DDP's place: the
-// optimizer is built for this rank's shard, checkpoints hold one optimizer file per
-// rank (zero_checkpoint.h) and resume at any world size.
+// sharded by DistributedSampler, gradients and parameters synchronized by one
+// ParallelStrategy (DDP or ZeRO-1/2/3, parallel_strategy.h), evaluation sharded and
+// reduced, checkpoints and resume, and the run-time backend switch. A reader can
+// follow one step top to bottom in DistTrainer::run(); nothing in it depends on which
+// strategy runs.
 //
 // Terms:
 //   step         one optimizer update = grad_accum micro-steps of batch_size samples per rank.
@@ -25,12 +24,11 @@
 #include "data/dataset.h"
 #include "models/model_config.h"
 #include "models/module.h"
-#include "optim/ddp.h"
 #include "optim/lr_schedule.h"
-#include "optim/master_weights.h"
 #include "optim/optimizer.h"
+#include "optim/parallel_strategy.h"
+#include "optim/trainer_common.h"
 #include "optim/zero_memory.h"
-#include "optim/zero_optimizer.h"
 
 namespace dpt {
 
@@ -50,9 +48,7 @@ struct DistTrainConfig {
   float clip_norm = 0;
   uint64_t seed = 0;
   bool shuffle = true;
-  DdpConfig ddp;
-  int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
-  DType precision = DType::f32;  // f32, or bf16: bf16 working weights, fp32 master (master_weights.h)
+  StrategyConfig parallel;       // ZeRO stage (0: DDP), buckets, overlap, wire, precision
   std::string device = "cpu";    // cuda: the model computes on GPU LOCAL_RANK mod count (Module::to_cuda)
   std::string checkpoint_dir;    // non-empty: save here
   int64_t save_every = 0;        // steps between checkpoints (0: only at the end)
@@ -81,10 +77,10 @@ struct StepLog {
   int64_t comm_bytes = 0;        // of the last step (CommStats::bytes)
 };
 
-struct EvalResult {
-  double loss = 0;
-  double accuracy = -1;          // < 0: not a classifier
-  size_t samples = 0;
+// Host<->device bytes of a step on CUDA: the model mirror's parameter uploads and
+// gradient downloads plus what the communicator's staging copied (0 on the CPU).
+struct PcieBytes {
+  uint64_t to_host = 0, to_device = 0;
 };
 
 struct TrainSummary {
@@ -97,6 +93,15 @@ struct TrainSummary {
   double last_loss = 0;
   double step_s = 0;             // mean wall time of one step (forward to parameters updated)
   double comm_bytes_per_step = 0;  // gradient sync + parameter allgather bytes this rank handed to the communicator, per step
+  std::string backend;           // the communicator in use at the end (after any switch)
+  PcieBytes pcie_per_step;       // mean over the steps run
+};
+
+// What run() reports as it goes; every callback fires on every rank (print on rank 0).
+struct TrainCallbacks {
+  std::function<void(const StepLog&)> on_log;
+  std::function<void(int64_t step, const EvalResult&)> on_eval;
+  std::function<void(const std::string&)> on_event;  // e.g. "switched to backend mpi after step 12"
 };
 
 class DistTrainer {
@@ -104,40 +109,34 @@ class DistTrainer {
   DistTrainer(DistTrainConfig config, Communicator& comm);
   ~DistTrainer();
 
-  // Runs the configured epochs/steps. Callbacks fire on every rank (print on rank 0).
-  TrainSummary run(const std::function<void(const StepLog&)>& on_log,
-                   const std::function<void(int64_t step, const EvalResult&)>& on_eval);
+  // Runs the configured epochs/steps.
+  TrainSummary run(const TrainCallbacks& callbacks);
   EvalResult evaluate();
   // The backend switch: from now on communicate over `comm` (same ranks, same size).
   void set_communicator(Communicator& comm);
-  // Schedules a switch before step `at_step` to a communicator made by `make`.
+  // Schedules a switch once `at_step` steps are done, to a communicator made by `make`.
   void schedule_switch(int64_t at_step, std::function<std::unique_ptr<Communicator>()> make);
+  // The communicator in use now.
+  Communicator& communicator() const { return *comm_; }
 
   Module& model() { return *model_; }
   const Dataset& train_set() const { return *train_; }
-  size_t num_buckets() const { return zero_ ? zero_->num_buckets() : ddp_->num_buckets(); }
-  int zero_stage() const { return config_.zero_stage; }
+  ParallelStrategy& strategy() { return *strategy_; }
+  size_t num_buckets() const { return strategy_->num_buckets(); }
   // Model-state bytes of this rank, counted from the buffers (zero_memory.h).
-  ModelStateBytes memory_bytes();
+  ModelStateBytes memory_bytes() const { return strategy_->memory_bytes(); }
   void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
   std::string final_model_path() const;
 
  private:
   bool load_latest_checkpoint();
-  // Collective: all parameters on every rank at full precision (the masters in mixed
-  // precision), for a checkpoint; working_parameters() returns to the training state.
-  void full_precision_parameters() const;
-  void working_parameters() const;
 
   DistTrainConfig config_;
   Communicator* comm_;
   std::unique_ptr<Module> model_;
   std::unique_ptr<Dataset> train_, test_;
-  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<DistributedDataParallel> ddp_;  // stage 0
-  std::unique_ptr<ZeroOptimizer> zero_;           // stages 1, 2, 3
-  std::unique_ptr<MasterWeights> master_;         // stage 0 in mixed precision (ZeRO keeps its own)
+  std::unique_ptr<ParallelStrategy> strategy_;
   int64_t step_ = 0;
   int start_epoch_ = 0;
   int64_t skip_batches_ = 0;     // resume: micro-batches of start_epoch_ already consumed

@@ -5,9 +5,13 @@
 // `final: key=value ...`. See --help for every flag.
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -24,7 +28,10 @@ namespace {
 
 struct Cli {
   DistTrainConfig cfg;
+  int64_t switch_at = -1;
+  std::string switch_to;
   std::string backend, algo, switch_backend, metrics_out, grad_compress, device, config_file, overlap_comm, precision;
+  std::string device_buckets = "auto";
   int zero = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
   bool no_overlap = false, no_shuffle = false;
@@ -46,6 +53,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("zero", po::value(&c.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
     ("overlap-comm", po::value(&c.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
     ("device", po::value(&c.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; toy, mlp and gpt)")
+    ("device-buckets", po::value(&c.device_buckets)->default_value("auto"), "auto | always: with --device cuda, reduce gradient buckets as device buffers only where the backend takes them (nccl, CUDA-aware MPI), else download each gradient once and reduce on the host; always = device buckets everywhere (staged; for measurements)")
     ("epochs", po::value(&c.cfg.epochs)->default_value(3), "epochs")
     ("steps", po::value(&c.cfg.steps)->default_value(0), "stop after this many steps (0: run the epochs)")
     ("batch-size", po::value(&c.cfg.batch_size)->default_value(32), "samples per rank per micro-step")
@@ -102,6 +110,45 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
+// A whole-string integer, or an error naming the flag, the value and what is expected.
+int64_t parse_int(const std::string& text, const std::string& flag, const std::string& what) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && !text.empty()) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(flag + ": '" + text + "' is not " + what);
+}
+
+// STEP:NAME, checked against the backends this binary knows (before any rendezvous).
+void parse_switch(Cli& c) {
+  const auto colon = c.switch_backend.find(':');
+  if (colon == std::string::npos)
+    throw std::invalid_argument("--switch-backend wants STEP:NAME (e.g. 500:mpi), got '" + c.switch_backend + "'");
+  c.switch_at = parse_int(c.switch_backend.substr(0, colon), "--switch-backend", "a step number (STEP:NAME, e.g. 500:mpi)");
+  if (c.switch_at < 0) throw std::invalid_argument("--switch-backend: the step must be >= 0, got " + std::to_string(c.switch_at));
+  c.switch_to = c.switch_backend.substr(colon + 1);
+  const auto& known = dpt::backends::known();
+  if (std::find(known.begin(), known.end(), c.switch_to) == known.end()) {
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("--switch-backend: unknown backend '" + c.switch_to + "' (valid: " + list + ")");
+  }
+}
+
+// The checkpoint folder must be creatable and writable now, not at the first save.
+void check_writable_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw std::invalid_argument("--checkpoint-dir '" + dir + "' exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) throw std::invalid_argument("--checkpoint-dir '" + dir + "': cannot create it: " + ec.message());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::invalid_argument("--checkpoint-dir '" + dir + "' is not writable: " + std::strerror(errno));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,33 +170,45 @@ int main(int argc, char** argv) {
     po::notify(vm);
     if (c.zero < 0 || c.zero > 3) throw std::invalid_argument("--zero " + std::to_string(c.zero) + ": valid stages are 0, 1, 2, 3");
     if (c.overlap_comm != "on" && c.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + c.overlap_comm + "': valid are on, off");
-    if (c.precision == "fp32") c.cfg.precision = dpt::DType::f32;
-    else if (c.precision == "bf16") c.cfg.precision = dpt::DType::bf16;
+    if (c.precision == "fp32") c.cfg.parallel.precision = dpt::DType::f32;
+    else if (c.precision == "bf16") c.cfg.parallel.precision = dpt::DType::bf16;
     else throw std::invalid_argument("--precision '" + c.precision + "': valid are fp32, bf16");
     // Mixed precision sends bf16 gradients: bf16 compression is implied, fp16 conflicts.
     if (c.precision == "bf16" && c.grad_compress == "fp16")
       throw std::invalid_argument("--precision bf16 communicates gradients in bf16; --grad-compress fp16 conflicts with it");
     if (c.precision == "bf16") c.grad_compress = "bf16";
-    c.cfg.zero_stage = c.zero;
+    c.cfg.parallel.zero_stage = c.zero;
     if (c.overlap_comm == "off") c.no_overlap = true;
     if (c.device != "cpu" && c.device != "cuda") throw std::invalid_argument("--device '" + c.device + "': valid are cpu, cuda");
     c.cfg.device = c.device;
     c.cfg.shuffle = !c.no_shuffle;
     c.cfg.lr_config.lr = c.lr;
-    c.cfg.ddp.bucket_bytes = size_t(c.bucket_mb * (1 << 20));
-    c.cfg.ddp.first_bucket_bytes = size_t(c.first_bucket_mb * (1 << 20));
-    c.cfg.ddp.overlap = !c.no_overlap;
-    if (c.grad_compress == "none") c.cfg.ddp.wire = dpt::DType::f32;
-    else if (c.grad_compress == "bf16") c.cfg.ddp.wire = dpt::DType::bf16;
-    else if (c.grad_compress == "fp16") c.cfg.ddp.wire = dpt::DType::f16;
+    if (!(c.bucket_mb > 0) || c.bucket_mb > 1 << 20)
+      throw std::invalid_argument("--bucket-mb " + fmt("%g", c.bucket_mb) + ": must be a size in MiB, > 0");
+    if (!(c.first_bucket_mb > 0) || c.first_bucket_mb > 1 << 20)
+      throw std::invalid_argument("--first-bucket-mb " + fmt("%g", c.first_bucket_mb) + ": must be a size in MiB, > 0");
+    auto& ddp = c.cfg.parallel.ddp;
+    ddp.bucket_bytes = std::max<size_t>(sizeof(float), size_t(c.bucket_mb * (1 << 20)));
+    ddp.first_bucket_bytes = std::max<size_t>(sizeof(float), size_t(c.first_bucket_mb * (1 << 20)));
+    ddp.overlap = !c.no_overlap;
+    if (c.device_buckets != "auto" && c.device_buckets != "always")
+      throw std::invalid_argument("--device-buckets '" + c.device_buckets + "': valid are auto, always");
+    ddp.force_device_buckets = c.device_buckets == "always";
+    if (c.grad_compress == "none") ddp.wire = dpt::DType::f32;
+    else if (c.grad_compress == "bf16") ddp.wire = dpt::DType::bf16;
+    else if (c.grad_compress == "fp16") ddp.wire = dpt::DType::f16;
     else throw std::invalid_argument("--grad-compress '" + c.grad_compress + "': valid are none, bf16, fp16");
     if (!c.uneven.empty()) {
       auto colon = c.uneven.find(':');
-      if (colon == std::string::npos) throw std::invalid_argument("--debug-uneven wants R:K, got '" + c.uneven + "'");
-      c.cfg.uneven_rank = std::stoi(c.uneven.substr(0, colon));
-      c.cfg.uneven_batches = std::stoll(c.uneven.substr(colon + 1));
+      if (colon == std::string::npos) throw std::invalid_argument("--debug-uneven wants R:K (rank:batches), got '" + c.uneven + "'");
+      c.cfg.uneven_rank = int(parse_int(c.uneven.substr(0, colon), "--debug-uneven", "a rank (R:K, e.g. 1:7)"));
+      c.cfg.uneven_batches = parse_int(c.uneven.substr(colon + 1), "--debug-uneven", "a batch count (R:K, e.g. 1:7)");
+      if (c.cfg.uneven_rank < 0 || c.cfg.uneven_batches < 0)
+        throw std::invalid_argument("--debug-uneven " + c.uneven + ": rank and batches must be >= 0");
     }
+    if (!c.switch_backend.empty()) parse_switch(c);
     if (c.cfg.resume && c.cfg.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+    if (!c.cfg.checkpoint_dir.empty()) check_writable_dir(c.cfg.checkpoint_dir);
     dpt::parse_algo(c.algo);
   } catch (const std::exception& e) {
     std::cerr << "train: " << e.what() << "\n(see train --help)\n";
@@ -163,13 +222,8 @@ int main(int argc, char** argv) {
     comm = dpt::backends::create(c.backend, opts);
     const int rank = comm->rank(), world = comm->size();
     dpt::DistTrainer trainer(c.cfg, *comm);
-    if (!c.switch_backend.empty()) {
-      auto colon = c.switch_backend.find(':');
-      if (colon == std::string::npos) throw std::invalid_argument("--switch-backend wants STEP:NAME, got '" + c.switch_backend + "'");
-      int64_t at = std::stoll(c.switch_backend.substr(0, colon));
-      std::string name = c.switch_backend.substr(colon + 1);
-      trainer.schedule_switch(at, [name, opts] { return dpt::backends::create(name, opts); });
-    }
+    if (c.switch_at >= 0)
+      trainer.schedule_switch(c.switch_at, [name = c.switch_to, opts] { return dpt::backends::create(name, opts); });
     const size_t params = trainer.model().num_params();
     if (rank == 0) {
       std::cout << box({{"model", c.cfg.model + " (" + std::to_string(params) + " parameters, " + fmt("%.2f", params * 4.0 / (1 << 20)) + " MiB)"},
@@ -182,7 +236,7 @@ int main(int argc, char** argv) {
                         {"global batch", std::to_string(c.cfg.batch_size * c.cfg.grad_accum * world)},
                         {"optimizer", c.cfg.optimizer + " lr " + fmt("%g", c.lr) + " (" + c.cfg.lr_schedule + ")"},
                         {"precision", c.precision == "bf16" ? "bf16 working weights and gradients, fp32 master weights" : "fp32"},
-                        {"ZeRO stage", std::to_string(c.zero) + (c.zero ? " (shard " + std::to_string((params + world - 1) / world) + " elements per rank)" : " (DDP)")},
+                        {"ZeRO stage", std::to_string(c.zero) + (c.zero ? " (" + trainer.strategy().name() + ", shard " + std::to_string((params + world - 1) / world) + " elements per rank)" : " (DDP)")},
                         {c.zero >= 2 ? "ZeRO-2/3 buckets" : "DDP buckets", std::to_string(trainer.num_buckets()) + " (" + fmt("%g", c.bucket_mb) + " MiB, overlap " + (c.no_overlap ? "off" : "on") + ", wire " + c.grad_compress + ")"},
                         {"epochs / steps", std::to_string(c.cfg.epochs) + " / " + (c.cfg.steps ? std::to_string(c.cfg.steps) : "all")}});
       std::cout << dpt::memory_table(trainer.memory_bytes(), "start");
@@ -215,36 +269,44 @@ int main(int argc, char** argv) {
     auto on_eval = [&](int64_t step, const dpt::EvalResult& e) {
       if (rank != 0) return;
       if (tty) std::printf("\r\033[K");
-      if (e.accuracy >= 0) std::printf("eval  step %lld: test_loss %.4f test_acc %.4f (%zu samples)\n", (long long)step, e.loss, e.accuracy, e.samples);
+      if (e.accuracy) std::printf("eval  step %lld: test_loss %.4f test_acc %.4f (%zu samples)\n", (long long)step, e.loss, *e.accuracy, e.samples);
       else std::printf("eval  step %lld: val_loss %.4f (%zu samples)\n", (long long)step, e.loss, e.samples);
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", step}, {"eval_loss", e.loss}, {"eval_samples", e.samples}};
-        if (e.accuracy >= 0) j["test_acc"] = e.accuracy;
+        if (e.accuracy) j["test_acc"] = *e.accuracy;
         metrics << j.dump() << "\n" << std::flush;
       }
     };
+    auto on_event = [&](const std::string& what) {
+      if (rank != 0) return;
+      if (tty) std::printf("\r\033[K");
+      std::printf("%s\n", what.c_str());
+      std::fflush(stdout);
+      if (metrics.is_open()) metrics << nlohmann::json{{"event", what}}.dump() << "\n" << std::flush;
+    };
     dpt::TrainSummary s;
     try {
-      s = trainer.run(on_log, on_eval);
+      s = trainer.run({on_log, on_eval, on_event});
     } catch (const dpt::SimulatedCrash& e) {
       std::fprintf(stderr, "train: %s: dying without cleanup\n", e.what());
       std::fflush(stderr);
       std::_Exit(137);
     }
     if (rank == 0) {
-      std::string acc = s.eval.accuracy >= 0 ? "test_acc=" + fmt("%.4f", s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
+      std::string acc = s.eval.accuracy ? "test_acc=" + fmt("%.4f", *s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
       double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
       std::cout << dpt::memory_table(trainer.memory_bytes(), "end");
-      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f\n",
-                  acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, world, comm->backend_name().c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
+      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu\n",
+                  acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, world, s.backend.c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
                   s.comm_bytes_per_step / (1 << 20), c.precision.c_str(), c.device.c_str(),
-                  trainer.model().takes_tokens() ? s.samples_per_s * double(trainer.model().sample_shape().at(0)) : 0.0);
+                  trainer.model().takes_tokens() ? s.samples_per_s * double(trainer.model().sample_shape().at(0)) : 0.0,
+                  (unsigned long long)s.pcie_per_step.to_host, (unsigned long long)s.pcie_per_step.to_device);
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},
                             {"time_s", s.time_s}, {"step_ms", s.step_s * 1e3}, {"comm_s", s.comm_s}, {"exposed_comm_s", s.exposed_s}, {"eval_loss", s.eval.loss}};
-        if (s.eval.accuracy >= 0) j["test_acc"] = s.eval.accuracy;
+        if (s.eval.accuracy) j["test_acc"] = *s.eval.accuracy;
         metrics << j.dump() << "\n";
       }
     }
