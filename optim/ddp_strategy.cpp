@@ -51,6 +51,33 @@ void DdpStrategy::save_optimizer_state(const std::string& model_path) {
                    {{"optimizer", optimizer_->name()}, {"step_count", std::to_string(optimizer_->step_count())}});
 }
 
+CarriedState DdpStrategy::carry_out() {
+  CarriedState s;
+  expose_full_parameters();  // the masters travel in the model's buffer
+  for (auto& [name, span] : optimizer_->state_buffers()) s.optimizer.emplace_back(name, std::vector<float>(span.begin(), span.end()));
+  s.optimizer_steps = optimizer_->step_count();
+  return s;
+}
+
+void DdpStrategy::carry_in(CarriedState state) {
+  for (auto& [name, span] : optimizer_->state_buffers())
+    for (auto& [carried_name, values] : state.optimizer)
+      if (carried_name == name && values.size() == span.size()) std::copy(values.begin(), values.end(), span.begin());
+  optimizer_->set_step_count(state.optimizer_steps);
+}
+
+void DdpStrategy::adopt_state_from(int root) {
+  // Full-precision parameters (carry_out exposed the masters), then every state buffer
+  // and the step count, all from root; the masters are re-adopted from them.
+  broadcast_verified(*comm_, model_.flat_params(), "DDP", root);
+  for (auto& [name, span] : optimizer_->state_buffers())
+    comm_->broadcast(Buffer{span.data(), span.size(), DType::f32, {}}, root);
+  int64_t steps = optimizer_->step_count();
+  comm_->broadcast(make_buffer(&steps, 1), root);
+  optimizer_->set_step_count(steps);
+  if (master_) master_->adopt(model_.flat_params());
+}
+
 ModelStateBytes DdpStrategy::memory_bytes() const {
   ModelStateBytes m;
   m.stage = 0;

@@ -31,6 +31,9 @@ class DdpStrategy : public ParallelStrategy {
   void save_optimizer_state(const std::string& model_path) override;
   OptimizerRange optimizer_range() const override { return {0, model_.num_params()}; }
   ModelStateBytes memory_bytes() const override;
+  CarriedState carry_out() override;
+  void carry_in(CarriedState state) override;
+  void adopt_state_from(int root) override;
   size_t num_buckets() const override { return sync_.num_buckets(); }
 
  private:

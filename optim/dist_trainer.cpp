@@ -2,11 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -34,42 +30,6 @@ PcieBytes pcie_so_far(const Module& model) {
 }
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// A checkpoint's metadata value, or an error naming the file and the key.
-const std::string& required(const Metadata& meta, const std::string& key, const std::string& path) {
-  auto it = meta.find(key);
-  if (it == meta.end()) throw CheckpointError(path, "metadata '" + key + "' is missing (not written by train?)");
-  return it->second;
-}
-
-int64_t required_int(const Metadata& meta, const std::string& key, const std::string& path) {
-  const std::string& v = required(meta, key, path);
-  try {
-    size_t used = 0;
-    const long long x = std::stoll(v, &used);
-    if (used == v.size()) return x;
-  } catch (const std::exception&) {
-  }
-  throw CheckpointError(path, "metadata '" + key + "' is '" + v + "', not an integer");
-}
-
-// Points <dir>/latest at `target` so that it survives a crash or a power loss: write a
-// temporary file, fsync it, rename it over `latest`, fsync the folder. Readers see the
-// old or the new name, never a torn one.
-void write_latest(const fs::path& dir, const std::string& target) {
-  const fs::path tmp = dir / "latest.tmp", dst = dir / "latest";
-  const std::string text = target + "\n";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  fs::rename(tmp, dst);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
 }  // namespace
 
 DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(std::move(config)), comm_(&comm) {
@@ -99,6 +59,7 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   strategy_ = make_strategy(config_.parallel, *model_, *comm_, [this](size_t numel) {
     return make_optimizer(config_.optimizer, config_.optimizer_config, numel);
   });
+  if (config_.elastic_join) return;  // the members' state arrives in run() (sync_state)
   if (config_.resume && !load_latest_checkpoint())
     throw std::runtime_error("--resume: no checkpoint found in '" + config_.checkpoint_dir + "'");
   // Every rank starts from rank 0's parameters, verified by checksum (after a resume
@@ -125,55 +86,6 @@ void DistTrainer::schedule_switch(int64_t at_step, std::function<std::unique_ptr
   make_switch_ = std::move(make);
 }
 
-std::string DistTrainer::final_model_path() const {
-  return config_.checkpoint_dir.empty() ? "" : (fs::path(config_.checkpoint_dir) / "model.safetensors").string();
-}
-
-// Layout: <dir>/step_<N>/model.safetensors, the optimizer state beside it (DDP: one
-// model.optim.safetensors written by rank 0, the replicas being identical; ZeRO: one
-// model.optim.shard_<r>.safetensors per rank, zero_checkpoint.h), and <dir>/latest
-// naming the newest complete step. Every file is written atomically, and `latest`
-// moves only after a barrier that follows every rank's writes, so a kill during a
-// save leaves the previous checkpoint loadable and `latest` never names a step with a
-// missing file.
-void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done) const {
-  const fs::path dir = fs::path(config_.checkpoint_dir) / ("step_" + std::to_string(step));
-  fs::create_directories(dir);
-  const std::string model_path = (dir / "model.safetensors").string();
-  strategy_->save_optimizer_state(model_path);
-  strategy_->expose_full_parameters();  // ZeRO-3: the whole model; mixed precision: the masters
-  if (comm_->rank() == 0)
-    save_model(model_path, *model_,
-               {{"step", std::to_string(step)},
-                {"epoch", std::to_string(epoch)},
-                {"batches_done", std::to_string(batches_done)},
-                {"world_size", std::to_string(comm_->size())},
-                {"zero_stage", std::to_string(strategy_->zero_stage())},
-                {"model", config_.model}});
-  comm_->barrier();  // every rank's files are in place before `latest` moves
-  if (comm_->rank() == 0) write_latest(config_.checkpoint_dir, dir.filename().string());
-  strategy_->restore_working_parameters();
-  comm_->barrier();
-}
-
-bool DistTrainer::load_latest_checkpoint() {
-  const fs::path latest = fs::path(config_.checkpoint_dir) / "latest";
-  std::ifstream f(latest);
-  std::string name;
-  if (!(f >> name)) return false;
-  const std::string model_path = (fs::path(config_.checkpoint_dir) / name / "model.safetensors").string();
-  Metadata meta = load_model(model_path, *model_);
-  // This rank's slice of whatever optimizer files the checkpoint holds (any stage, any
-  // world size).
-  strategy_->load_optimizer_state(model_path);
-  step_ = required_int(meta, "step", model_path);
-  start_epoch_ = int(required_int(meta, "epoch", model_path));
-  skip_batches_ = required_int(meta, "batches_done", model_path);
-  // A checkpoint from another world size: the data position is re-derived from the step.
-  if (required_int(meta, "world_size", model_path) != comm_->size()) skip_batches_ = -1;
-  return true;
-}
-
 EvalResult DistTrainer::evaluate() {
   // Sharded: rank r takes a contiguous slice of the held-out set; sums are reduced.
   const size_t total = config_.max_eval_samples ? std::min(config_.max_eval_samples, test_->size()) : test_->size();
@@ -197,30 +109,70 @@ EvalResult DistTrainer::evaluate() {
   return eval_result(sums);
 }
 
+std::pair<double, double> DistTrainer::train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb) {
+  auto phase = [&](const char* what) {
+    if (cb.on_phase) cb.on_phase(step_ + 1, what);
+  };
+  const auto t0 = Clock::now();
+  const PcieBytes pcie0 = pcie_so_far(*model_);
+  strategy_->zero_grad();
+  double loss_sum = 0, samples = 0;
+  for (int m = 0; m < config_.grad_accum; ++m) {
+    strategy_->begin_backward(m == config_.grad_accum - 1);
+    phase("forward");
+    model_->forward(model_input(micro[size_t(m)]), true);
+    const float loss = model_->loss(model_target(micro[size_t(m)]), 1.0f / float(config_.grad_accum));
+    phase("backward");
+    model_->backward();
+    loss_sum += double(loss) * double(micro[size_t(m)].n);
+    samples += double(micro[size_t(m)].n);
+  }
+  phase("sync");
+  strategy_->end_backward();
+  if (config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
+  phase("update");
+  strategy_->step(lr);
+  const CommStats& cs = strategy_->last_stats();
+  const PcieBytes pcie1 = pcie_so_far(*model_);
+  t.pcie.to_host += pcie1.to_host - pcie0.to_host;
+  t.pcie.to_device += pcie1.to_device - pcie0.to_device;
+  ++step_;
+  ++t.steps_run;
+  t.train_time += since(t0);
+  t.samples_done += int64_t(samples);
+  t.sum.comm_s += cs.comm_s;
+  t.sum.exposed_s += cs.exposed_s;
+  t.comm_bytes += cs.bytes;
+  return {loss_sum, samples};
+}
+
 TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
-  TrainSummary sum;
-  const int n = comm_->size(), r = comm_->rank();
+  Totals t;
+  TrainSummary& sum = t.sum;
   const auto t_start = Clock::now();
-  double train_time = 0;
-  int64_t samples_done = 0, steps_run = 0, comm_bytes = 0;
-  PcieBytes pcie_total;
   std::vector<Batch> micro(size_t(config_.grad_accum));
+  // A process joining a running elastic job takes the members' state first.
+  if (config_.elastic_join) sync_state(false);
   bool done = config_.steps > 0 && step_ >= config_.steps;
   bool evaluated_at_end = false;
-  for (int epoch = start_epoch_; epoch < config_.epochs && !done; ++epoch) {
+  while (epoch_ < config_.epochs && !done) {
+    // The data from (epoch_, position_) for this world: the whole epoch, the rest of
+    // one after a resume, or what is left of it after a membership change.
+    const int n = comm_->size(), r = comm_->rank();
     DistributedSampler sampler(train_->size(), n, r, config_.shuffle, config_.seed, false);
-    sampler.set_epoch(uint64_t(epoch));
+    sampler.set_start(std::min(position_, train_->size()));
     DataLoader loader(*train_, sampler, config_.batch_size, false, 2);
-    loader.reset(uint64_t(epoch));
-    int64_t consumed = 0;
-    if (epoch == start_epoch_ && skip_batches_ != 0) {
-      // Resume: skip what the checkpointed run already used. From another world size
-      // the position is re-derived from the step count.
-      int64_t skip = skip_batches_ >= 0 ? skip_batches_
-                                         : int64_t(step_ * config_.grad_accum) % int64_t(std::max<size_t>(1, loader.num_batches()));
-      Batch b;
-      for (int64_t i = 0; i < skip && loader.next(b); ++i) ++consumed;
+    loader.reset(uint64_t(epoch_));
+    // Test hook: which samples each completed step used (the loader's own order).
+    std::ofstream sample_log;
+    std::vector<size_t> my_indices;
+    size_t my_used = 0;
+    if (!config_.sample_log.empty()) {
+      sample_log.open(config_.sample_log, std::ios::app);
+      my_indices = sampler.indices();
     }
+    int64_t consumed = int64_t(position_ / (config_.batch_size * size_t(n)));  // this rank's batches of the epoch
+    bool reformed = false;
     for (;;) {
       if (config_.steps > 0 && step_ >= config_.steps) { done = true; break; }
       if (step_ == switch_at_ && make_switch_) {
@@ -229,73 +181,76 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
         owned_comm_ = std::move(next);  // the previous owned one (if any) is idle: drop it
         if (cb.on_event) cb.on_event("switched to backend " + comm_->backend_name() + " after step " + std::to_string(step_));
       }
-      int fetched = 0;
-      const bool starved = r == config_.uneven_rank && consumed >= config_.uneven_batches;
-      if (!starved)
-        for (auto& b : micro) fetched += loader.next(b) ? 1 : 0;
-      int32_t all_have = fetched == config_.grad_accum ? 1 : 0;
-      comm_->allreduce(make_buffer(&all_have, 1), ReduceOp::min);
-      if (!all_have) {
-        // Uneven inputs: some rank is out of data; everyone ends the epoch here.
-        Batch b;
-        int64_t left = fetched;
-        while (!starved && loader.next(b)) ++left;
-        sum.skipped_batches += left;
+      try {
+        int fetched = 0;
+        const bool starved = r == config_.uneven_rank && consumed >= config_.uneven_batches;
+        if (!starved)
+          for (auto& b : micro) fetched += loader.next(b) ? 1 : 0;
+        // One small allreduce agrees that every rank has a batch (uneven inputs) and,
+        // in an elastic job, whether newcomers wait to join (rank 0 asks the store).
+        int32_t agree[2] = {fetched == config_.grad_accum ? 1 : 0, -int32_t(r == 0 && joiners_waiting())};
+        comm_->allreduce(make_buffer(agree, 2), ReduceOp::min);
+        if (agree[1] < 0) {
+          reform("newcomers are waiting to join", true, cb, t);
+          reformed = true;
+          break;
+        }
+        if (!agree[0]) {
+          // Uneven inputs: some rank is out of data; everyone ends the epoch here.
+          Batch b;
+          int64_t left = fetched;
+          while (!starved && loader.next(b)) ++left;
+          sum.skipped_batches += left;
+          break;
+        }
+        consumed += config_.grad_accum;
+
+        // ---- one step: micro-steps of forward/backward, gradient sync, update ----
+        const float lr = schedule_->lr(step_);
+        const auto [loss_sum, samples] = train_step(micro, t, lr, cb);
+        const size_t begin = position_;
+        position_ += size_t(samples) * size_t(n);  // every rank consumed as many
+        if (sample_log.is_open()) {
+          sample_log << step_ << " " << n << " " << r;
+          for (size_t i = 0; i < size_t(samples); ++i) sample_log << " " << my_indices[my_used + i];
+          sample_log << "\n" << std::flush;
+          my_used += size_t(samples);
+        }
+        const CommStats& cs = strategy_->last_stats();
+        const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || t.steps_run == 1);
+        if (log_now) {
+          double ls[2] = {loss_sum, samples};  // mean over all ranks' samples
+          comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
+          StepLog l{step_,    epoch_,   ls[0] / ls[1], lr, double(t.samples_done) * n / std::max(t.train_time, 1e-9),
+                    cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_};
+          sum.last_loss = l.loss;
+          if (cb.on_log) cb.on_log(l);
+        }
+        if (!config_.checkpoint_dir.empty() && config_.save_every > 0 && step_ % config_.save_every == 0)
+          save_checkpoint(step_, epoch_, consumed);
+        if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && cb.on_eval) cb.on_eval(step_, evaluate());
+      } catch (const CommError& e) {
+        // A dead or hung peer. Elastic: the survivors re-form and go on; otherwise the
+        // run ends with the error (a usage error or a mismatch is never a failure to ride out).
+        if (!elastic_ || dynamic_cast<const UsageError*>(&e) || dynamic_cast<const MismatchError*>(&e)) throw;
+        reform(e.what(), false, cb, t);
+        reformed = true;
         break;
       }
-      consumed += config_.grad_accum;
-
-      // ---- one step: micro-steps of forward/backward, gradient sync, update ----
-      const auto t0 = Clock::now();
-      const PcieBytes pcie0 = pcie_so_far(*model_);
-      strategy_->zero_grad();
-      double loss_sum = 0, samples = 0;
-      for (int m = 0; m < config_.grad_accum; ++m) {
-        strategy_->begin_backward(m == config_.grad_accum - 1);
-        model_->forward(model_input(micro[m]), true);
-        const float loss = model_->loss(model_target(micro[m]), 1.0f / float(config_.grad_accum));
-        model_->backward();
-        loss_sum += double(loss) * double(micro[m].n);
-        samples += double(micro[m].n);
-      }
-      const float lr = schedule_->lr(step_);
-      strategy_->end_backward();
-      if (config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
-      strategy_->step(lr);
-      const CommStats& cs = strategy_->last_stats();
-      const PcieBytes pcie1 = pcie_so_far(*model_);
-      pcie_total.to_host += pcie1.to_host - pcie0.to_host;
-      pcie_total.to_device += pcie1.to_device - pcie0.to_device;
-      ++step_;
-      ++steps_run;
-      const double dt = since(t0);
-      train_time += dt;
-      samples_done += int64_t(samples);
-      sum.comm_s += cs.comm_s;
-      sum.exposed_s += cs.exposed_s;
-      comm_bytes += cs.bytes;
-
-      const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || steps_run == 1);
-      if (log_now) {
-        double ls[2] = {loss_sum, samples};  // mean over all ranks' samples
-        comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
-        StepLog l{step_, epoch, ls[0] / ls[1], lr, double(samples_done) * n / std::max(train_time, 1e-9),
-                  cs.comm_s, cs.exposed_s, cs.bytes};
-        sum.last_loss = l.loss;
-        if (cb.on_log) cb.on_log(l);
-      }
-      if (!config_.checkpoint_dir.empty() && config_.save_every > 0 && step_ % config_.save_every == 0)
-        save_checkpoint(step_, epoch, consumed);
-      if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && cb.on_eval) cb.on_eval(step_, evaluate());
       if (config_.exit_after_step > 0 && step_ == config_.exit_after_step)
         throw SimulatedCrash(step_);  // the tool turns this into an abrupt death
     }
+    if (reformed) continue;  // the data again from (epoch_, position_), on the new group
     if (config_.eval_every == 0 && !done) {
       sum.eval = evaluate();
       evaluated_at_end = true;
       if (cb.on_eval) cb.on_eval(step_, sum.eval);
     } else {
       evaluated_at_end = false;
+    }
+    if (!done) {
+      ++epoch_;
+      position_ = 0;
     }
   }
   strategy_->settle();
@@ -312,13 +267,16 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     strategy_->restore_working_parameters();
     comm_->barrier();
   }
+  if (elastic_) elastic_->rendezvous->mark_done();
+  const int n = comm_->size();
   sum.backend = comm_->backend_name();
+  sum.world_size = n;
   sum.steps = step_;
   sum.time_s = since(t_start);
-  sum.samples_per_s = double(samples_done) * n / std::max(train_time, 1e-9);
-  sum.step_s = steps_run > 0 ? train_time / double(steps_run) : 0;
-  sum.comm_bytes_per_step = steps_run > 0 ? double(comm_bytes) / double(steps_run) : 0;
-  if (steps_run > 0) sum.pcie_per_step = {pcie_total.to_host / uint64_t(steps_run), pcie_total.to_device / uint64_t(steps_run)};
+  sum.samples_per_s = double(t.samples_done) * n / std::max(t.train_time, 1e-9);
+  sum.step_s = t.steps_run > 0 ? t.train_time / double(t.steps_run) : 0;
+  sum.comm_bytes_per_step = t.steps_run > 0 ? double(t.comm_bytes) / double(t.steps_run) : 0;
+  if (t.steps_run > 0) sum.pcie_per_step = {t.pcie.to_host / uint64_t(t.steps_run), t.pcie.to_device / uint64_t(t.steps_run)};
   return sum;
 }
 

@@ -19,8 +19,8 @@ std::unique_ptr<ParallelStrategy> make_strategy(const StrategyConfig& config, Mo
   throw std::invalid_argument("--zero " + std::to_string(config.zero_stage) + ": valid stages are 0, 1, 2, 3");
 }
 
-void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who) {
-  comm.broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, 0);
+void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root) {
+  comm.broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, root);
   const auto* p = reinterpret_cast<const unsigned char*>(params.data());
   uint64_t mine = 1469598103934665603ull;  // FNV-1a
   for (size_t i = 0; i < params.size_bytes(); ++i) mine = (mine ^ p[i]) * 1099511628211ull;
@@ -31,7 +31,7 @@ void broadcast_verified(Communicator& comm, std::span<float> params, const std::
   for (int r = 0; r < comm.size(); ++r)
     if (all[size_t(r)] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
   if (!bad.empty())
-    throw std::runtime_error(who + ": after broadcasting rank 0's parameters, ranks [" + bad +
+    throw std::runtime_error(who + ": after broadcasting rank " + std::to_string(root) + "'s parameters, ranks [" + bad +
                              "] hold different bytes (checksum mismatch)");
 }
 
@@ -40,6 +40,18 @@ void ParallelStrategy::load_optimizer_state(const std::string& model_path) {
   // consolidated) or the shard files of a ZeRO run at any world size.
   const OptimizerRange r = optimizer_range();
   load_optimizer_range(model_path, *optimizer_, r.offset, r.count);
+}
+
+CarriedState ParallelStrategy::carry_out() {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
+}
+
+void ParallelStrategy::carry_in(CarriedState) {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
+}
+
+void ParallelStrategy::adopt_state_from(int) {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
 }
 
 void ParallelStrategy::count_optimizer_state(ModelStateBytes& m, size_t master_bytes) const {

@@ -53,6 +53,15 @@ struct OptimizerRange {
   size_t offset = 0, count = 0;
 };
 
+// Elastic re-forming: what one rank carries from a strategy over the failed
+// communicator into a fresh one over the next generation's (optimizer state buffers
+// by name, the optimizer's step count). The parameters stay in the model, at full
+// precision (the masters exposed under mixed precision).
+struct CarriedState {
+  std::vector<std::pair<std::string, std::vector<float>>> optimizer;
+  int64_t optimizer_steps = 0;
+};
+
 class ParallelStrategy {
  public:
   virtual ~ParallelStrategy() = default;
@@ -95,6 +104,15 @@ class ParallelStrategy {
   void load_optimizer_state(const std::string& model_path);
   virtual OptimizerRange optimizer_range() const = 0;
 
+  // ---- elastic re-forming (docs/elastic.md) ----
+  // Local, no communication: this rank's state leaves the strategy (which is then
+  // destroyed) and enters a fresh one of the same kind over the next communicator.
+  virtual CarriedState carry_out();
+  virtual void carry_in(CarriedState state);
+  // Collective over the (new) communicator: every rank takes rank `root`'s parameters
+  // and optimizer state, verified by checksum (root: the most advanced survivor).
+  virtual void adopt_state_from(int root);
+
   // This rank's model-state bytes, counted from the buffers (zero_memory.h).
   virtual ModelStateBytes memory_bytes() const = 0;
   // Stats of the last step: gradient sync plus any parameter exchange.
@@ -116,8 +134,8 @@ class ParallelStrategy {
 std::unique_ptr<ParallelStrategy> make_strategy(const StrategyConfig& config, Module& model, Communicator& comm,
                                                 const OptimizerFactory& make_optimizer);
 
-// Rank 0's parameters to everyone, then an allgather of their FNV-1a checksums;
+// Rank `root`'s parameters to everyone, then an allgather of their FNV-1a checksums;
 // `who` names the strategy in the error.
-void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who);
+void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root = 0);
 
 }  // namespace dpt
