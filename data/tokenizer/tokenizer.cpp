@@ -31,17 +31,19 @@ void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& o
     out.push_back(vocab_->byte_token(uint8_t(piece[0])));
     return;
   }
-  if (const auto it = cache_.find(piece); it != cache_.end()) {
-    const int32_t* ids = cached_ids_.data() + it->second.offset;
-    out.insert(out.end(), ids, ids + it->second.count);
+  const bool cacheable = piece.size() <= kMaxCachedPiece;
+  if (const uint32_t* k = cacheable ? cache_.find(piece) : nullptr) {
+    const Span span = spans_[*k];
+    const int32_t* ids = cached_ids_.data() + span.offset;
+    out.insert(out.end(), ids, ids + span.count);
     return;
   }
   const size_t first = out.size();
   bpe_.encode(piece, out);
-  if (cache_.size() < cache_entries_) {
-    const Span span{uint32_t(cached_ids_.size()), uint32_t(out.size() - first)};
+  if (cacheable && cache_.size() < cache_entries_) {
+    cache_.insert(piece, uint32_t(spans_.size()));
+    spans_.push_back({uint32_t(cached_ids_.size()), uint32_t(out.size() - first)});
     cached_ids_.insert(cached_ids_.end(), out.begin() + std::ptrdiff_t(first), out.end());
-    cache_.emplace(std::string(piece), span);
   }
 }
 

@@ -8,17 +8,18 @@
 //   decode: the concatenated bytes of the tokens, exactly; decode(encode(x)) == x for
 //           well-formed UTF-8 x.
 //   word cache: the tokens of each piece already encoded (the pieces of a language repeat
-//           a lot), up to `cache_entries` pieces; once full it stops growing. One-byte
-//           pieces skip it. This makes encode non-const: one tokenizer per thread.
+//           a lot), up to `cache_entries` pieces; once full it stops growing. Pieces of
+//           one byte or of more than kMaxCachedPiece bytes skip it. This makes encode
+//           non-const: one tokenizer per thread.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "data/tokenizer/bpe.h"
+#include "data/tokenizer/flat_tables.h"
 #include "data/tokenizer/vocabulary.h"
 
 namespace dpt::tokenizer {
@@ -30,6 +31,7 @@ std::string default_tokenizer_dir();
 class Gpt2Tokenizer {
  public:
   static constexpr size_t kDefaultCacheEntries = size_t(1) << 18;
+  static constexpr size_t kMaxCachedPiece = 128;  // bytes
 
   // Reads the vocabulary from `dir` (Vocabulary::load; DataError on problems).
   explicit Gpt2Tokenizer(const std::string& dir, size_t cache_entries = kDefaultCacheEntries);
@@ -57,10 +59,6 @@ class Gpt2Tokenizer {
   size_t cache_size() const { return cache_.size(); }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   struct Span {
     uint32_t offset, count;  // into cached_ids_
   };
@@ -69,7 +67,8 @@ class Gpt2Tokenizer {
   std::shared_ptr<const Vocabulary> vocab_;  // shared: bpe_ points into it across moves
   BpeEncoder bpe_;
   size_t cache_entries_;
-  std::unordered_map<std::string, Span, Hash, std::equal_to<>> cache_;
+  StringTable cache_;         // piece -> index into spans_
+  std::vector<Span> spans_;
   std::vector<int32_t> cached_ids_;
   std::string repaired_;  // the text with ill-formed UTF-8 replaced, when it had some
 };

@@ -49,6 +49,51 @@ std::vector<std::string> fields_of(std::string_view line) {
   return out;
 }
 
+// Reads the token file's {"text": id, ...} without building a JSON document: a SAX
+// handler that keeps (text, id) pairs and stops at the first thing that is not one.
+struct TokenListReader : nlohmann::json::json_sax_t {
+  std::vector<std::pair<std::string, int64_t>> tokens;
+  std::string error;  // set when parsing stopped
+  std::string current_key;
+  int depth = 0;
+
+  bool fail(const std::string& what) {
+    error = what;
+    return false;
+  }
+  bool not_an_id(const std::string& what) {
+    return depth == 0 ? fail("expected a JSON object mapping token text to id, got " + what)
+                      : fail("token \"" + current_key + "\": id " + what + " is not an integer");
+  }
+  bool number_integer(number_integer_t v) override {
+    if (depth != 1) return not_an_id(std::to_string(v));
+    tokens.emplace_back(std::move(current_key), v);
+    return true;
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    return number_integer(v > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(v));
+  }
+  bool null() override { return not_an_id("null"); }
+  bool boolean(bool v) override { return not_an_id(v ? "true" : "false"); }
+  bool number_float(number_float_t, const string_t& s) override { return not_an_id(s); }
+  bool string(string_t& s) override { return not_an_id("\"" + s + "\""); }
+  bool binary(binary_t&) override { return not_an_id("binary"); }
+  bool start_object(std::size_t) override { return depth++ == 0 || not_an_id("an object"); }
+  bool key(string_t& k) override {
+    current_key = std::move(k);
+    return true;
+  }
+  bool end_object() override {
+    --depth;
+    return true;
+  }
+  bool start_array(std::size_t) override { return not_an_id("an array"); }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    return fail(std::string("not valid JSON: ") + e.what());
+  }
+};
+
 }  // namespace
 
 Vocabulary Vocabulary::load(const std::string& dir) {
@@ -80,43 +125,32 @@ Vocabulary Vocabulary::load_files(const std::string& json_path, const std::strin
   return v;
 }
 
-std::optional<int32_t> Vocabulary::find(std::string_view bytes) const {
-  const auto it = ids_.find(std::string(bytes));
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
-}
-
 void Vocabulary::read_tokens(const std::string& path) {
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_data_error(path, std::string("not valid JSON: ") + e.what());
+  TokenListReader reader;
+  const bool ok = nlohmann::json::sax_parse(read_file(path), &reader);
+  if (!ok || reader.tokens.empty()) {
+    throw_data_error(path, reader.error.empty() ? "expected a JSON object mapping token text to id"
+                                                : reader.error);
   }
-  if (!json.is_object() || json.empty()) {
-    throw_data_error(path, "expected a JSON object mapping token text to id");
-  }
-  const size_t n = json.size();
+  const size_t n = reader.tokens.size();
   token_bytes_.assign(n, std::string());
   std::vector<bool> seen(n, false);
-  ids_.reserve(n);
-  for (const auto& [text, value] : json.items()) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
-        value.get<int64_t>() >= int64_t(n)) {
-      throw_data_error(path, "token \"" + text + "\": id " + value.dump() +
-                                 " is not an integer in 0.." + std::to_string(n - 1) +
-                                 " (ids must number the " + std::to_string(n) +
-                                 " tokens without gaps)");
+  for (const auto& [text, id] : reader.tokens) {
+    if (id < 0 || id >= int64_t(n)) {
+      throw_data_error(path, "token \"" + text + "\": id " + std::to_string(id) +
+                                 " is not in 0.." + std::to_string(n - 1) + " (ids must number the " +
+                                 std::to_string(n) + " tokens without gaps)");
     }
-    const auto id = value.get<int32_t>();
     if (seen[size_t(id)]) {
       throw_data_error(path, "id " + std::to_string(id) + " is given to two tokens (\"" + text +
                                  "\" and \"" + bytes_to_symbols(token_bytes_[size_t(id)]) + "\")");
     }
     seen[size_t(id)] = true;
     std::string bytes = token_from_symbols(text, path, "id " + std::to_string(id));
-    if (bytes.size() == 1) byte_token_[uint8_t(bytes[0])] = id;
-    ids_.emplace(bytes, id);
+    if (bytes.size() == 1) byte_token_[uint8_t(bytes[0])] = int32_t(id);
+    if (!ids_.insert(bytes, uint32_t(id))) {
+      throw_data_error(path, "token \"" + text + "\" appears twice");
+    }
     token_bytes_[size_t(id)] = std::move(bytes);
   }
   for (unsigned b = 0; b < 256; ++b) {
@@ -165,12 +199,12 @@ void Vocabulary::read_merges(const std::string& path) {
       throw_data_error(path, where + ": the merged token \"" + f[0] + f[1] +
                                  "\" is not in the vocabulary");
     }
-    if (!merges_.emplace(pair_key(ids[0], ids[1]), Merge{rank, *result}).second) {
+    if (!merges_.insert(pair_key(ids[0], ids[1]), Merge{rank, *result})) {
       throw_data_error(path, where + ": the merge \"" + f[0] + " " + f[1] + "\" is repeated");
     }
     if (created_by[size_t(*result)] < 0) created_by[size_t(*result)] = rank;
   }
-  if (merges_.empty()) throw_data_error(path, "no merges");
+  if (merges_.size() == 0) throw_data_error(path, "no merges");
 }
 
 }  // namespace dpt::tokenizer

@@ -17,8 +17,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "data/tokenizer/flat_tables.h"
 
 namespace dpt::tokenizer {
 
@@ -39,12 +40,14 @@ class Vocabulary {
 
   size_t size() const { return token_bytes_.size(); }
   std::string_view token_bytes(int32_t id) const { return token_bytes_[size_t(id)]; }
-  std::optional<int32_t> find(std::string_view bytes) const;
+  std::optional<int32_t> find(std::string_view bytes) const {
+    const uint32_t* id = ids_.find(bytes);
+    return id ? std::optional<int32_t>(int32_t(*id)) : std::nullopt;
+  }
   int32_t byte_token(uint8_t b) const { return byte_token_[b]; }
   // The merge of tokens `left` then `right`, or nullptr if they do not merge.
   const Merge* merge(int32_t left, int32_t right) const {
-    const auto it = merges_.find(pair_key(left, right));
-    return it == merges_.end() ? nullptr : &it->second;
+    return merges_.find(pair_key(left, right));
   }
   size_t num_merges() const { return merges_.size(); }
   // The id of <|endoftext|>, if the vocabulary has it.
@@ -59,9 +62,9 @@ class Vocabulary {
 
   std::string source_;
   std::vector<std::string> token_bytes_;               // by id
-  std::unordered_map<std::string, int32_t> ids_;       // bytes -> id
+  StringTable ids_;                                    // bytes -> id
   std::vector<int32_t> byte_token_ = std::vector<int32_t>(256, -1);
-  std::unordered_map<uint64_t, Merge> merges_;         // (left, right) -> merge
+  PairTable<Merge> merges_;                            // (left, right) -> merge
 };
 
 }  // namespace dpt::tokenizer

@@ -190,8 +190,11 @@ TEST_CASE("vocabulary: errors name the directory, file and line", "[vocabulary]"
   const std::string& j = files.json;
   const std::string& m = files.merges;
   expect(j.substr(0, j.size() - 3), m, "vocab.json: not valid JSON");
-  expect("[1, 2]", m, "vocab.json: expected a JSON object");
-  expect("{\"a\": 0, \"b\": 5}", m, "token \"b\": id 5 is not an integer in 0..1");
+  expect("[1, 2]", m, "vocab.json: expected a JSON object mapping token text to id, got an array");
+  expect("{\"a\": 0, \"b\": 5}", m, "token \"b\": id 5 is not in 0..1");
+  expect("{\"a\": 0, \"b\": 1.5}", m, "token \"b\": id 1.5 is not an integer");
+  expect("{\"a\": 0, \"b\": {}}", m, "token \"b\": id an object is not an integer");
+  expect("{\"a\": 0, \"a\": 1}", m, "token \"a\" appears twice");
   expect("{\"a\": 0, \"b\": 0}", m, "id 0 is given to two tokens");
   expect("{\"a\": 0, \"x y\": 1}", m, "has the character U+0020, which is not one of GPT-2's 256");
   expect("{\"a\": 0, \"b\": 1}", m, "no token for the byte 0");
