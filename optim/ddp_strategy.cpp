@@ -1,5 +1,6 @@
 #include "optim/ddp_strategy.h"
 
+#include "comm/elastic_membership.h"
 #include "models/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/wire16.h"
@@ -76,6 +77,22 @@ void DdpStrategy::adopt_state_from(int root) {
   comm_->broadcast(make_buffer(&steps, 1), root);
   optimizer_->set_step_count(steps);
   if (master_) master_->adopt(model_.flat_params());
+}
+
+ElasticProgress DdpStrategy::adopt_group_state(const GroupChange& change) {
+  // Every member's progress; the source is the most advanced (lowest rank on a tie). A
+  // survivor that finished the failed step holds it after that step: it counted every
+  // rank's gradients, so the group goes on from there and nobody redoes it.
+  const int n = comm_->size();
+  int64_t mine[3] = {change.mine.step, int64_t(change.mine.epoch), int64_t(change.mine.position)};
+  std::vector<int64_t> all(size_t(3 * n));
+  comm_->allgather(make_buffer(mine, 3), make_buffer(all.data(), all.size()));
+  int root = 0;
+  for (int r = 1; r < n; ++r)
+    if (all[size_t(3 * r)] > all[size_t(3 * root)]) root = r;
+  if (all[size_t(3 * root)] < 0) throw ElasticError("elastic: no member of the new group holds any training state");
+  adopt_state_from(root);
+  return {all[size_t(3 * root)], int(all[size_t(3 * root + 1)]), size_t(all[size_t(3 * root + 2)])};
 }
 
 ModelStateBytes DdpStrategy::memory_bytes() const {

@@ -33,10 +33,14 @@ class DdpStrategy : public ParallelStrategy {
   ModelStateBytes memory_bytes() const override;
   CarriedState carry_out() override;
   void carry_in(CarriedState state) override;
-  void adopt_state_from(int root) override;
+  // The most advanced survivor's state, broadcast from it.
+  ElasticProgress adopt_group_state(const GroupChange& change) override;
   size_t num_buckets() const override { return sync_.num_buckets(); }
 
  private:
+  // Every rank takes rank `root`'s parameters (verified) and optimizer state.
+  void adopt_state_from(int root);
+
   GradAllreduce sync_;
   std::unique_ptr<MasterWeights> master_;  // mixed precision
 };

@@ -152,9 +152,11 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
   const auto t_start = Clock::now();
   std::vector<Batch> micro(size_t(config_.grad_accum));
   // A process joining a running elastic job takes the members' state first.
-  if (config_.elastic_join) sync_state(false);
+  if (config_.elastic_join) sync_state(false, cb);
+  else elastic_snapshot();  // elastic ZeRO: the start is the first snapshot
   bool done = config_.steps > 0 && step_ >= config_.steps;
   bool evaluated_at_end = false;
+  int64_t first_step = step_ + 1;
   while (epoch_ < config_.epochs && !done) {
     // The data from (epoch_, position_) for this world: the whole epoch, the rest of
     // one after a resume, or what is left of it after a membership change.
@@ -217,7 +219,9 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
           my_used += size_t(samples);
         }
         const CommStats& cs = strategy_->last_stats();
-        const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || t.steps_run == 1);
+        // The first step this group runs is logged too; the decision must be the same on
+        // every rank (a newcomer's own count of steps would differ from the members').
+        const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || step_ == first_step);
         if (log_now) {
           double ls[2] = {loss_sum, samples};  // mean over all ranks' samples
           comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
@@ -229,6 +233,7 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
         if (!config_.checkpoint_dir.empty() && config_.save_every > 0 && step_ % config_.save_every == 0)
           save_checkpoint(step_, epoch_, consumed);
         if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && cb.on_eval) cb.on_eval(step_, evaluate());
+        if (elastic_ && config_.elastic_snapshot_every > 0 && step_ % config_.elastic_snapshot_every == 0) elastic_snapshot();
       } catch (const CommError& e) {
         // A dead or hung peer. Elastic: the survivors re-form and go on; otherwise the
         // run ends with the error (a usage error or a mismatch is never a failure to ride out).
@@ -240,7 +245,10 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
       if (config_.exit_after_step > 0 && step_ == config_.exit_after_step)
         throw SimulatedCrash(step_);  // the tool turns this into an abrupt death
     }
-    if (reformed) continue;  // the data again from (epoch_, position_), on the new group
+    if (reformed) {  // the data again from (epoch_, position_), on the new group
+      first_step = step_ + 1;
+      continue;
+    }
     if (config_.eval_every == 0 && !done) {
       sum.eval = evaluate();
       evaluated_at_end = true;

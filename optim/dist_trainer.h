@@ -61,6 +61,7 @@ struct DistTrainConfig {
   int uneven_rank = -1;          // test hook: this rank's data ends after uneven_batches
   int64_t uneven_batches = 0;    //   micro-batches per epoch (uneven inputs)
   bool elastic_join = false;     // elastic: this process joins a running job (state comes from the members)
+  int64_t elastic_snapshot_every = 10;  // elastic ZeRO: steps between neighbour snapshots (K)
   std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
 };
 
@@ -134,7 +135,9 @@ struct TrainCallbacks {
   std::function<void(const StepLog&)> on_log;
   std::function<void(int64_t step, const EvalResult&)> on_eval;
   std::function<void(const std::string&)> on_event;  // e.g. "switched to backend mpi after step 12"
-  std::function<void(const MembershipChange&)> on_membership;  // elastic
+  std::function<void(const MembershipChange&)> on_membership;  // elastic (every rank of the new group)
+  // Elastic: this rank leaves its generation (every rank that does, with its reason).
+  std::function<void(int generation, const std::string& why)> on_leave;
   // Test hook: called inside each step at "forward", "backward", "sync" (gradients in
   // flight, before waiting for them) and "update" (before the optimizer step).
   std::function<void(int64_t step, const char* phase)> on_phase;
@@ -181,9 +184,13 @@ class DistTrainer {
   // Elastic (dist_trainer_elastic.cpp): leaves the failed (or, planned, the current)
   // communicator, forms the next generation and continues from its state.
   void reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t);
-  // Collective on a new generation's communicator: every member takes the state of the
-  // most advanced one (joiners bring none). Returns the lost steps.
-  int64_t sync_state(bool have_state);
+  // Collective on a new generation's communicator: every member takes the group's state
+  // (ParallelStrategy::adopt_group_state; the last checkpoint when it cannot be had).
+  // Returns the completed steps given up.
+  int64_t sync_state(bool have_state, const TrainCallbacks& cb);
+  // Elastic: the strategy keeps what a later failure needs (every K steps, and at once in
+  // a new group).
+  void elastic_snapshot();
   bool joiners_waiting();
 
   DistTrainConfig config_;

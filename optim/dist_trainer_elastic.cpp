@@ -41,30 +41,49 @@ bool DistTrainer::joiners_waiting() {
   return elastic_->rendezvous->arrivals_waiting(next) && comm_->size() < elastic_->rendezvous->limits().max;
 }
 
-int64_t DistTrainer::sync_state(bool have_state) {
-  // Every member's progress; the source is the most advanced (joiners bring step -1).
-  const int n = comm_->size();
-  int64_t mine[3] = {have_state ? step_ : -1, int64_t(epoch_), int64_t(position_)};
-  std::vector<int64_t> all(size_t(3 * n));
-  comm_->allgather(make_buffer(mine, 3), make_buffer(all.data(), all.size()));
-  int root = 0;
-  int64_t newest_survivor = -1;
-  for (int r = 0; r < n; ++r) {
-    if (all[size_t(3 * r)] > all[size_t(3 * root)]) root = r;
-    newest_survivor = std::max(newest_survivor, all[size_t(3 * r)]);
+void DistTrainer::elastic_snapshot() {
+  if (elastic_) strategy_->elastic_snapshot({step_, epoch_, position_});
+}
+
+int64_t DistTrainer::sync_state(bool have_state, const TrainCallbacks& cb) {
+  const Membership& m = elastic_->membership;
+  GroupChange change;
+  change.old_world = int(m.lost.size() + size_t(std::count_if(m.prev_ranks.begin(), m.prev_ranks.end(), [](int r) { return r >= 0; })));
+  change.old_rank_alive.assign(size_t(change.old_world), false);
+  for (int r : m.prev_ranks)
+    if (r >= 0) change.old_rank_alive[size_t(r)] = true;
+  if (have_state) change.mine = {step_, epoch_, position_};
+  // The newest step any survivor completed, for the lost-steps count.
+  int64_t newest = have_state ? step_ : -1;
+  comm_->allreduce(make_buffer(&newest, 1), ReduceOp::max);
+  ElasticProgress at;
+  try {
+    at = strategy_->adopt_group_state(change);
+  } catch (const ElasticError& e) {
+    // Every member failed alike (the same lost ranks): the last checkpoint on disk, if any.
+    const std::string latest = config_.checkpoint_dir.empty() ? "" : config_.checkpoint_dir + "/latest";
+    if (latest.empty() || !load_latest_checkpoint())
+      throw ElasticError(std::string(e.what()) + ", and there is no checkpoint to fall back to (--checkpoint-dir)");
+    strategy_->broadcast_parameters();
+    if (cb.on_event)
+      cb.on_event(std::string("elastic: ") + e.what() + ": falling back to the checkpoint of step " + std::to_string(step_));
+    elastic_snapshot();
+    return newest - step_;
   }
-  if (all[size_t(3 * root)] < 0) throw ElasticError("elastic: no member of the new group holds any training state");
-  step_ = all[size_t(3 * root)];
-  epoch_ = int(all[size_t(3 * root + 1)]);
-  position_ = size_t(all[size_t(3 * root + 2)]);
-  strategy_->adopt_state_from(root);
-  return newest_survivor - step_;
+  step_ = at.step;
+  epoch_ = at.epoch;
+  position_ = at.position;
+  elastic_snapshot();  // the old world's snapshots are no use in this one
+  return newest - step_;
 }
 
 void DistTrainer::reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t) {
   const auto t0 = Clock::now();
-  // Peers blocked on us fail at once instead of waiting out their timeout.
+  if (cb.on_leave) cb.on_leave(elastic_->membership.generation, why);
+  // Peers blocked on us fail at once instead of waiting out their timeout. A planned
+  // change keeps the group's current state: a snapshot of it first, on the old group.
   if (!planned) comm_->abort("elastic: leaving generation " + std::to_string(elastic_->membership.generation) + ": " + why);
+  else elastic_snapshot();
   // The state leaves the old strategy, which must be gone (it hooks the model) before
   // the next one is made.
   CarriedState carried = strategy_->carry_out();
@@ -91,7 +110,7 @@ void DistTrainer::reform(const std::string& why, bool planned, const TrainCallba
       comm_ = next.get();
       owned_comm_ = std::move(next);  // the failed one (if it was ours) goes
       elastic_->membership = m;
-      const int64_t lost = sync_state(true);
+      const int64_t lost = sync_state(true, cb);
       MembershipChange c;
       c.generation = m.generation;
       c.world_size = m.size();

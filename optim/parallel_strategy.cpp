@@ -50,7 +50,7 @@ void ParallelStrategy::carry_in(CarriedState) {
   throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
 }
 
-void ParallelStrategy::adopt_state_from(int) {
+ElasticProgress ParallelStrategy::adopt_group_state(const GroupChange&) {
   throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
 }
 

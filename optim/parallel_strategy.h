@@ -36,6 +36,7 @@
 #include "optim/bucket_scheduler.h"
 #include "optim/grad_allreduce.h"
 #include "optim/optimizer.h"
+#include "optim/zero_elastic_snapshot.h"
 #include "optim/zero_memory.h"
 
 namespace dpt {
@@ -53,13 +54,29 @@ struct OptimizerRange {
   size_t offset = 0, count = 0;
 };
 
-// Elastic re-forming: what one rank carries from a strategy over the failed
-// communicator into a fresh one over the next generation's (optimizer state buffers
-// by name, the optimizer's step count). The parameters stay in the model, at full
-// precision (the masters exposed under mixed precision).
+// Elastic re-forming (docs/elastic.md). Where training stands: the step completed, the
+// epoch and the sample position in its order (data/sampler.h).
+struct ElasticProgress {
+  int64_t step = -1;  // -1: no state (a newcomer)
+  int epoch = 0;
+  size_t position = 0;
+};
+
+// What one rank carries from a strategy over the failed communicator into a fresh one
+// over the next generation's. DDP: the optimizer state buffers by name and the step
+// count (the parameters stay in the model, at full precision: the masters exposed under
+// mixed precision). ZeRO: its snapshots (zero_elastic_snapshot.h).
 struct CarriedState {
   std::vector<std::pair<std::string, std::vector<float>>> optimizer;
   int64_t optimizer_steps = 0;
+  std::shared_ptr<const ZeroSnapshot> snapshot, previous;
+};
+
+// The group change a new generation's members adopt the state across.
+struct GroupChange {
+  int old_world = 0;                // members of the previous generation
+  std::vector<bool> old_rank_alive; // by rank in it: still a member
+  ElasticProgress mine;             // this member's (step -1 for a newcomer)
 };
 
 class ParallelStrategy {
@@ -109,9 +126,14 @@ class ParallelStrategy {
   // destroyed) and enters a fresh one of the same kind over the next communicator.
   virtual CarriedState carry_out();
   virtual void carry_in(CarriedState state);
-  // Collective over the (new) communicator: every rank takes rank `root`'s parameters
-  // and optimizer state, verified by checksum (root: the most advanced survivor).
-  virtual void adopt_state_from(int root);
+  // Collective over the new communicator: every member ends with the same parameters
+  // and optimizer state; returns where training stands with them. DDP: the most
+  // advanced survivor's. ZeRO: the oldest snapshot the survivors share, assembled from
+  // them (ElasticError, on every member, when a shard has no copy left).
+  virtual ElasticProgress adopt_group_state(const GroupChange& change);
+  // Collective, at a step boundary: keep what a later failure needs (ZeRO: a snapshot of
+  // every shard on its ring neighbour; DDP: nothing, every rank holds everything).
+  virtual void elastic_snapshot(const ElasticProgress& at) {}
 
   // This rank's model-state bytes, counted from the buffers (zero_memory.h).
   virtual ModelStateBytes memory_bytes() const = 0;

@@ -1,9 +1,11 @@
 #include "optim/zero_strategy.h"
 
 #include <chrono>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
+#include "comm/elastic_membership.h"
 #include "optim/clip_grad.h"
 #include "optim/wire16.h"
 #include "optim/zero_checkpoint.h"
@@ -195,6 +197,73 @@ ModelStateBytes ZeroStrategy::memory_bytes() const {
     m.grads_allocated = shard_bytes + g.size_bytes();
   }
   return m;
+}
+
+// ---- elastic ----
+
+void ZeroStrategy::elastic_snapshot(const ElasticProgress& at) {
+  settle();  // the parameters must be this step's everywhere
+  ShardState own;
+  const auto p = param_shard();
+  // The masters under mixed precision: the working values are their rounding.
+  if (master_) own.params.assign(master_->values().begin(), master_->values().end());
+  else own.params.assign(p.begin(), p.end());
+  for (auto& [name, span] : optimizer_->state_buffers()) own.optimizer.emplace_back(name, std::vector<float>(span.begin(), span.end()));
+  own.optimizer_steps = optimizer_->step_count();
+  auto snap = std::make_shared<ZeroSnapshot>(exchange_snapshot(*comm_, layout_, std::move(own), at.step, at.epoch, at.position));
+  previous_ = std::move(committed_);
+  committed_ = std::move(snap);
+}
+
+CarriedState ZeroStrategy::carry_out() {
+  CarriedState s;
+  s.snapshot = committed_;
+  s.previous = previous_;
+  return s;
+}
+
+void ZeroStrategy::carry_in(CarriedState state) {
+  committed_ = std::move(state.snapshot);
+  previous_ = std::move(state.previous);
+}
+
+ElasticProgress ZeroStrategy::adopt_group_state(const GroupChange& change) {
+  // The oldest committed snapshot among the survivors: every one of them still holds it
+  // (as its committed or its previous one).
+  const bool survivor = change.mine.step >= 0 && committed_;
+  int64_t s = survivor ? committed_->step : std::numeric_limits<int64_t>::max();
+  comm_->allreduce(make_buffer(&s, 1), ReduceOp::min);
+  if (s == std::numeric_limits<int64_t>::max()) throw ElasticError("elastic ZeRO: no member of the new group holds a snapshot");
+  const ZeroSnapshot* snap = nullptr;
+  if (survivor) {
+    if (committed_->step == s) snap = committed_.get();
+    else if (previous_ && previous_->step == s) snap = previous_.get();
+    else throw std::logic_error("elastic ZeRO: this rank holds no snapshot of step " + std::to_string(s));
+  }
+  std::vector<std::string> names;
+  for (auto& [name, span] : optimizer_->state_buffers()) names.push_back(name);
+  const ShardLayout old(model_.num_params(), change.old_world);
+  FullState full = assemble_full_state(*comm_, snap, old, names, change.old_rank_alive);
+  // Every rank now holds the whole state of step s: take the model, cut the own shard.
+  auto params = model_.flat_params();
+  std::copy(full.params.begin(), full.params.end(), params.begin());
+  const size_t b = std::min(layout_.begin(comm_->rank()), layout_.numel), n = layout_.real_numel(comm_->rank());
+  for (auto& [name, span] : optimizer_->state_buffers())
+    for (auto& [fname, values] : full.optimizer)
+      if (fname == name) {
+        std::fill(span.begin(), span.end(), 0.0f);
+        std::copy(values.begin() + ptrdiff_t(b), values.begin() + ptrdiff_t(b + n), span.begin());
+      }
+  optimizer_->set_step_count(full.optimizer_steps);
+  if (master_) {
+    master_->adopt(param_shard());
+    round_bf16(model_.flat_params());
+  }
+  if (gatherer_) gatherer_->release_all();
+  // Where step s stood: from the snapshot (newcomers learn it here).
+  int64_t where[2] = {snap ? int64_t(snap->epoch) : 0, snap ? int64_t(snap->position) : 0};
+  comm_->allreduce(make_buffer(where, 2), ReduceOp::max);
+  return {s, int(where[0]), size_t(where[1])};
 }
 
 }  // namespace dpt

@@ -77,6 +77,13 @@ class ZeroStrategy : public ParallelStrategy {
   ModelStateBytes memory_bytes() const override;
   size_t num_buckets() const override { return allreduce_ ? allreduce_->num_buckets() : reducer_->num_buckets(); }
 
+  // Elastic (zero_elastic_snapshot.h): the snapshots travel to the next generation's
+  // strategy, which assembles the state of the oldest one the survivors share.
+  CarriedState carry_out() override;
+  void carry_in(CarriedState state) override;
+  ElasticProgress adopt_group_state(const GroupChange& change) override;
+  void elastic_snapshot(const ElasticProgress& at) override;
+
   const ShardLayout& layout() const { return layout_; }
   // This rank's gradient shard as the step sees it (a view into the model's padded
   // flat gradient buffer for stage 1, the owned shard buffer for stages 2 and 3).
@@ -97,6 +104,7 @@ class ZeroStrategy : public ParallelStrategy {
   std::unique_ptr<MasterWeights> master_;         // mixed precision
   std::vector<uint16_t> wire_shard_;              // mixed precision: bf16 copy of the shard to allgather
   bool in_step_ = false;  // between a step's first begin_backward and its step()
+  std::shared_ptr<const ZeroSnapshot> committed_, previous_;  // elastic
 };
 
 }  // namespace dpt

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "backends/registry.h"
@@ -40,7 +41,7 @@ struct Cli {
   double bucket_mb = 25, first_bucket_mb = 1;
   bool no_overlap = false, no_shuffle = false, elastic = false;
   float lr = 1e-3f;
-  std::string uneven, debug_sigkill;
+  std::string uneven, debug_signal;
 };
 
 void add_options(po::options_description& d, Cli& c) {
@@ -87,11 +88,12 @@ void add_options(po::options_description& d, Cli& c) {
     ("log-every", po::value(&c.cfg.log_every)->default_value(50), "steps between log lines")
     ("metrics-out", po::value(&c.metrics_out)->default_value(""), "write JSON lines of metrics here (rank 0)")
     ("switch-backend", po::value(&c.switch_backend)->default_value(""), "STEP:NAME switch to backend NAME once STEP steps are done")
+    ("elastic-snapshot-every", po::value(&c.cfg.elastic_snapshot_every)->default_value(10), "elastic ZeRO: steps between in-memory copies of every shard on its ring neighbour (the steps a failure may cost)")
     ("elastic", po::bool_switch(&c.elastic), "survive dead ranks: the others re-form a smaller group and go on; newcomers join at a step boundary (tcp backend, under launch --elastic; docs/elastic.md)")
     ("debug-collectives", po::bool_switch()->notifier([](bool on) { if (on) ::setenv("COMM_DEBUG_COLLECTIVES", "1", 1); }), "check before each collective that all ranks issue the same one (COMM_DEBUG_COLLECTIVES=1)")
     ("exit-after-step", po::value(&c.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
     ("debug-uneven", po::value(&c.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
-    ("debug-sigkill", po::value(&c.debug_sigkill)->default_value(""), "testing: R:S:PHASE kills the process that started as rank R with SIGKILL inside step S at forward, backward, sync or update")
+    ("debug-signal", po::value(&c.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP][,...] sends SIGKILL (or SIGSTOP) to the process that started as rank R, inside step S at forward, backward, sync or update")
     ("debug-sample-log", po::value(&c.cfg.sample_log)->default_value(""), "testing: append 'step world rank index...' for every completed step to PREFIX.<elastic id or rankN>")
     ("gpt-layers", po::value(&m.n_layer)->default_value(4), "GPT blocks")
     ("gpt-dim", po::value(&m.d_model)->default_value(128), "GPT model width")
@@ -220,7 +222,8 @@ int main(int argc, char** argv) {
         throw std::invalid_argument("--elastic needs --backend tcp: the " + b +
                                     " backend cannot shrink a world (MPI has no way to drop a dead process and go on)");
       if (!c.switch_backend.empty()) throw std::invalid_argument("--elastic and --switch-backend cannot be combined");
-      if (c.zero > 0) throw std::invalid_argument("--elastic with --zero " + std::to_string(c.zero) + " is not supported yet (DDP only)");
+      if (c.cfg.elastic_snapshot_every < 1)
+        throw std::invalid_argument("--elastic-snapshot-every must be at least 1, got " + std::to_string(c.cfg.elastic_snapshot_every));
     }
     if (c.cfg.resume && c.cfg.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
     if (!c.cfg.checkpoint_dir.empty()) check_writable_dir(c.cfg.checkpoint_dir);
@@ -341,23 +344,39 @@ int main(int argc, char** argv) {
                                   {"unix_time", now_unix()}}.dump()
                 << "\n" << std::flush;
     };
-    // Test hook: a real SIGKILL of one rank at a chosen point of a chosen step.
+    // Test hook: a real SIGKILL (or SIGSTOP) of chosen ranks at a chosen point of a step.
     std::function<void(int64_t, const char*)> on_phase;
-    if (!c.debug_sigkill.empty()) {
-      const auto a = c.debug_sigkill.find(':'), b = c.debug_sigkill.find(':', a + 1);
-      if (a == std::string::npos || b == std::string::npos)
-        throw std::invalid_argument("--debug-sigkill wants R:S:PHASE, got '" + c.debug_sigkill + "'");
-      const int64_t kr = parse_int(c.debug_sigkill.substr(0, a), "--debug-sigkill", "a rank");
-      const int64_t ks = parse_int(c.debug_sigkill.substr(a + 1, b - a - 1), "--debug-sigkill", "a step");
-      const std::string kp = c.debug_sigkill.substr(b + 1);
+    if (!c.debug_signal.empty()) {
+      struct Hit {
+        int64_t rank, step;
+        std::string phase;
+        int signal;
+      };
+      std::vector<Hit> hits;
+      std::stringstream list(c.debug_signal);
+      for (std::string item; std::getline(list, item, ',');) {
+        std::vector<std::string> f;
+        std::stringstream parts(item);
+        for (std::string x; std::getline(parts, x, ':');) f.push_back(x);
+        if (f.size() < 3 || f.size() > 4 || (f.size() == 4 && f[3] != "STOP" && f[3] != "KILL"))
+          throw std::invalid_argument("--debug-signal wants R:S:PHASE[:STOP|KILL][,...], got '" + item + "'");
+        hits.push_back({parse_int(f[0], "--debug-signal", "a rank"), parse_int(f[1], "--debug-signal", "a step"), f[2],
+                        f.size() == 4 && f[3] == "STOP" ? SIGSTOP : SIGKILL});
+      }
       // R is the rank this process started with (a re-formed group renumbers).
-      on_phase = [rank, kr, ks, kp](int64_t step, const char* phase) {
-        if (step == ks && kp == phase && rank == kr) ::kill(::getpid(), SIGKILL);
+      on_phase = [rank, hits](int64_t step, const char* phase) {
+        for (const auto& h : hits)
+          if (step == h.step && h.phase == phase && rank == h.rank) ::kill(::getpid(), h.signal);
       };
     }
+    auto on_leave = [&](int generation, const std::string& why) {
+      std::fprintf(stderr, "elastic: leaving generation %d as rank %d: %s\n", generation, trainer.communicator().rank(),
+                   why.c_str());
+      std::fflush(stderr);
+    };
     dpt::TrainSummary s;
     try {
-      s = trainer.run({on_log, on_eval, on_event, on_membership, on_phase});
+      s = trainer.run({on_log, on_eval, on_event, on_membership, on_leave, on_phase});
     } catch (const dpt::SimulatedCrash& e) {
       std::fprintf(stderr, "train: %s: dying without cleanup\n", e.what());
       std::fflush(stderr);

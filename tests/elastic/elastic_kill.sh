@@ -29,10 +29,10 @@ for round in $(seq 1 "$rounds"); do
   phase=${phases[RANDOM % 4]}
   d=$work/r$round
   mkdir -p "$d"
-  # The victim SIGKILLs itself inside step $at, at $phase (train --debug-sigkill): a real
+  # The victim SIGKILLs itself inside step $at, at $phase (train --debug-signal): a real
   # death at a chosen point, whatever the machine's load.
   "$bin/launch" --elastic -n 3:4 "$bin/train" --elastic "${args[@]}" --steps $steps --metrics-out "$d/m.jsonl" \
-    --checkpoint-dir "$d/ck" --debug-sample-log "$d/samples" --debug-sigkill "$victim:$at:$phase" > "$d/log" 2>&1 &
+    --checkpoint-dir "$d/ck" --debug-sample-log "$d/samples" --debug-signal "$victim:$at:$phase" > "$d/log" 2>&1 &
   launcher=$!
   wait "$launcher" || { tail -n 30 "$d/log"; fail "round $round: the job failed after rank $victim was killed"; }
   launcher=""

@@ -8,7 +8,8 @@ namespace launch {
 ElasticRole::ElasticRole(const Options& o) {
   const std::string token = dpt::job_token_from_env();
   if (o.node_rank == 0) server_ = std::make_unique<dpt::TcpStoreServer>(o.master_addr, o.master_port, token);
-  client_ = std::make_unique<dpt::TcpStoreClient>(o.master_addr, o.master_port, dpt::Millis(30000),
+  // Short waits: a launcher cut off from the store must still end (and say so) promptly.
+  client_ = std::make_unique<dpt::TcpStoreClient>(o.master_addr, o.master_port, dpt::Millis(5000),
                                                   dpt::ErrorContext{-1, -1, "launch", "elastic store", -1, -1}, token);
 }
 
@@ -19,17 +20,22 @@ std::string ElasticRole::id_for(int node, int slot, int incarnation) {
 }
 
 void ElasticRole::mark_dead(const std::string& id, const std::string& how) {
+  if (!reachable_) return;
   try {
     dpt::ElasticRendezvous::mark_dead(*client_, id, how);
   } catch (const std::exception& e) {
-    say("could not record " + id + " as dead in the store: " + e.what());
+    reachable_ = false;
+    say("could not record " + id + " as dead in the store (no longer asking it): " + e.what());
   }
 }
 
 bool ElasticRole::done() {
+  if (!reachable_) return false;
   try {
     return client_->check("elastic/done");
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    reachable_ = false;
+    say(std::string("the rendezvous store is unreachable (no longer asking it): ") + e.what());
     return false;
   }
 }

@@ -11,6 +11,8 @@
 //            survivors re-form at once instead of waiting for it.
 //   done     elastic/done, written by the members when training finished: after it, a
 //            failure is a real failure again.
+//   cut off  a launcher whose store call failed stops asking (a host cut from the
+//            network must still end promptly, with its ranks' errors).
 #include <memory>
 #include <string>
 
@@ -32,6 +34,7 @@ class ElasticRole {
  private:
   std::unique_ptr<dpt::TcpStoreServer> server_;
   std::unique_ptr<dpt::TcpStoreClient> client_;
+  bool reachable_ = true;  // false after a store call failed: this host is cut off
 };
 
 }  // namespace launch
