@@ -11,18 +11,12 @@ set -u
 demo=$1 train=$2 helper=$3
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
-command -v ip >/dev/null || skip "no ip(8)"
-a=dpt-$$-a b=dpt-$$-b va=dpt$$a vb=dpt$$b net=10.231.$(($$ % 250)) port=29500
+source "$(dirname "$0")/../support/two_hosts.sh"
+port=29500
 work=$(mktemp -d)
-cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$work"; }
+cleanup() { delete_two_hosts; rm -rf "$work"; }
 trap cleanup EXIT
-ip netns add "$a" 2>"$work/err" || skip "cannot create a network namespace: $(cat "$work/err")"
-ip netns add "$b" || fail "created $a but not $b"
-ip link add "$va" netns "$a" type veth peer name "$vb" netns "$b" || skip "cannot create a veth pair (no veth support?)"
-{ ip -n "$a" addr add "$net.1/24" dev "$va" && ip -n "$b" addr add "$net.2/24" dev "$vb"; } || fail "addresses"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
-{ ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up; } || fail "link up"
-echo "hosts $a ($net.1 on $va) and $b ($net.2 on $vb)"
+two_hosts dpt 10.231
 
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 # on NS RANK IFNAME CMD...: one rank in its own namespace; the secret goes by environment.

@@ -13,6 +13,7 @@
 set -euo pipefail
 bin=$1 rounds=${2:-5}
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/resume_reference.sh"
 work=$(mktemp -d)
 launcher=""
 trap '[[ -n $launcher ]] && kill "$launcher" 2>/dev/null; wait; rm -rf "$work"' EXIT
@@ -46,19 +47,17 @@ for round in $(seq 1 "$rounds"); do
   # From the last step logged before the kill (an upper bound on the kill's time) to
   # the first step the 3-rank group completed.
   grep -q "rank $victim (n0.l$victim.i0) killed by signal 9" "$d/log" || fail "round $round: rank $victim was not killed"
-  t_kill=$(grep '"world_size":4' "$d/m.jsonl" | grep '"sample_begin"' | tail -1 | sed -nE 's/.*"unix_time":([0-9.]+).*/\1/p')
-  t_next=$(grep '"world_size":3' "$d/m.jsonl" | grep '"sample_begin"' | head -1 | sed -nE 's/.*"unix_time":([0-9.]+).*/\1/p')
+  # (awk reads the whole file: a "| head" here would end the grep before it is done
+  # writing, and with pipefail that SIGPIPE, exit 141, silently ended the test.)
+  step_times() { awk -v ws="\"world_size\":$1" 'index($0, ws) && /"sample_begin"/ {
+      if (match($0, /"unix_time":[0-9.]+/)) print substr($0, RSTART + 12, RLENGTH - 12) }' "$d/m.jsonl"; }
+  t_kill=$(step_times 4 | tail -n 1)
+  t_next=$(step_times 3 | awk 'NR == 1')
   [[ -n $t_kill && -n $t_next ]] || fail "round $round: no step logged before the kill, or none by the 3-rank group"
   rec=$(awk -v a="$t_kill" -v b="$t_next" 'BEGIN { printf "%.2f", b - a }')
   awk -v r="$rec" 'BEGIN { exit !(r <= 5.0) }' || fail "round $round: recovery took $rec s (> 5 s)"
   /usr/bin/python3 "$here/check_samples.py" "$d/m.jsonl" "$d/samples" "$steps" || fail "round $round: samples"
-  # The reference: 4 ranks to step k with a checkpoint, then 3 ranks resumed from it.
-  "$bin/launch" -n 4 "$bin/train" "${args[@]}" --steps "$k" --save-every "$k" --checkpoint-dir "$d/ref" > "$d/ref4.log" 2>&1 ||
-    { tail "$d/ref4.log"; fail "round $round: reference 4-rank run"; }
-  "$bin/launch" -n 3 "$bin/train" "${args[@]}" --steps $steps --resume --checkpoint-dir "$d/ref" > "$d/ref3.log" 2>&1 ||
-    { tail "$d/ref3.log"; fail "round $round: reference 3-rank resume"; }
-  "$bin/compare_runs" --model "$d/ck/model.safetensors" "$d/ref/model.safetensors" --rtol 0 > "$d/cmp.log" ||
-    { cat "$d/cmp.log"; fail "round $round: parameters differ from the 3-rank resume of step $k"; }
+  equals_resume "$bin" "$d" "$k" "$steps" "round $round" "${args[@]}"
   echo "round $round: rank $victim killed in step $at ($phase); the 3 survivors went on after step $k," \
        "recovery $rec s, 0 steps lost, samples exact, parameters = 3-rank resume (bitwise)"
 done

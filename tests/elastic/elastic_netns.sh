@@ -10,19 +10,13 @@ set -u
 bin=$1
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
-command -v ip >/dev/null || skip "no ip(8)"
-a=dpe-$$-a b=dpe-$$-b va=dpe$$a vb=dpe$$b net=10.232.$(($$ % 250)) port=29611
+source "$(dirname "$0")/../support/two_hosts.sh"
+port=29611
 work=$(mktemp -d)
-cleanup() { kill $pa $pb 2>/dev/null; wait 2>/dev/null; ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; [[ -z ${KEEP_LOGS:-} ]] && rm -rf "$work"; }
 pa="" pb=""
+cleanup() { kill $pa $pb 2>/dev/null; wait 2>/dev/null; delete_two_hosts; rm -rf "$work"; }
 trap cleanup EXIT
-keep=${KEEP_LOGS:-}
-ip netns add "$a" 2>"$work/err" || skip "cannot create a network namespace: $(cat "$work/err")"
-ip netns add "$b" || fail "created $a but not $b"
-ip link add "$va" netns "$a" type veth peer name "$vb" netns "$b" || skip "cannot create a veth pair (no veth support?)"
-{ ip -n "$a" addr add "$net.1/24" dev "$va" && ip -n "$b" addr add "$net.2/24" dev "$vb"; } || fail "addresses"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
-{ ip -n "$a" link set "$va" up && ip -n "$b" link set "$vb" up; } || fail "link up"
+two_hosts dpe 10.232
 
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 steps=400

@@ -9,6 +9,7 @@
 #   elastic_stop.sh <bin dir>
 set -euo pipefail
 bin=$1
+source "$(dirname "$0")/resume_reference.sh"
 work=$(mktemp -d)
 launcher=""
 trap '[[ -n $launcher ]] && kill "$launcher" 2>/dev/null; wait; rm -rf "$work"' EXIT
@@ -18,7 +19,7 @@ args=(--backend tcp --algo ring --model mlp --optimizer adam --lr 1e-3 --lr-sche
 steps=120
 fail() { echo "FAIL: $*"; exit 1; }
 child_with_id() {
-  for p in $(pgrep -P "$1"); do { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "DPT_ELASTIC_ID=$2" && { echo "$p"; return; }; done; }
+  for p in $(pgrep -P "$1"); do grep -qx "DPT_ELASTIC_ID=$2" < <(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null) && { echo "$p"; return; }; done; }
 
 "$bin/launch" --elastic -n 3:4 "$bin/train" --elastic "${args[@]}" --steps $steps --metrics-out "$work/m.jsonl" \
   --checkpoint-dir "$work/ck" --debug-signal 2:25:sync:STOP > "$work/log" 2>&1 &
@@ -40,12 +41,7 @@ for want in "steps=$steps " "world_size=3 " "recoveries=1 "; do
   grep -q -- "$want" <<< "$final" || { echo "$final"; fail "the final line lacks '$want'"; }
 done
 k=$(sed -nE 's/.*"resumed_after_step":([0-9]+).*/\1/p' <<< "$event")
-"$bin/launch" -n 4 "$bin/train" "${args[@]}" --steps "$k" --save-every "$k" --checkpoint-dir "$work/ref" > "$work/ref4.log" 2>&1 ||
-  { tail "$work/ref4.log"; fail "reference 4-rank run"; }
-"$bin/launch" -n 3 "$bin/train" "${args[@]}" --steps $steps --resume --checkpoint-dir "$work/ref" > "$work/ref3.log" 2>&1 ||
-  { tail "$work/ref3.log"; fail "reference 3-rank resume"; }
-"$bin/compare_runs" --model "$work/ck/model.safetensors" "$work/ref/model.safetensors" --rtol 0 ||
-  fail "the parameters differ from the 3-rank resume of step $k"
+equals_resume "$bin" "$work" "$k" "$steps" "hung rank" "${args[@]}"
 rec=$(sed -nE 's/.*"recovery_s":([0-9.]+).*/\1/p' <<< "$event")
 echo "stopped rank 2 in step 25: the others re-formed at 3 after the timeout (recovery $rec s after it), it woke" \
      "excluded, and the result equals the 3-rank resume of step $k bit for bit"

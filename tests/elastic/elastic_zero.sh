@@ -9,6 +9,7 @@
 #   elastic_zero.sh <bin dir>
 set -euo pipefail
 bin=$1
+source "$(dirname "$0")/resume_reference.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export COMM_TIMEOUT_S=20 COMM_RENDEZVOUS_TIMEOUT_S=30 OPENBLAS_NUM_THREADS=1
@@ -35,13 +36,7 @@ for z in 1 2 3; do
   event=$(grep '"event":"membership"' "$d/m.jsonl") || fail "ZeRO-$z: no membership event"
   s=$(field "$event" resumed_after_step)
   ((s % k == 0 && s < at)) || fail "ZeRO-$z: resumed after step $s, not a snapshot step before the kill in step $at"
-  # The reference: 4 ranks of ZeRO-z to step s with a checkpoint, 3 ranks resumed from it.
-  "$bin/launch" -n 4 "$bin/train" --zero $z "${args[@]}" --steps "$s" --save-every "$s" --checkpoint-dir "$d/ref" > "$d/ref4.log" 2>&1 ||
-    { tail "$d/ref4.log"; fail "ZeRO-$z: reference 4-rank run"; }
-  "$bin/launch" -n 3 "$bin/train" --zero $z "${args[@]}" --steps $steps --resume --checkpoint-dir "$d/ref" > "$d/ref3.log" 2>&1 ||
-    { tail "$d/ref3.log"; fail "ZeRO-$z: reference 3-rank resume"; }
-  "$bin/compare_runs" --model "$d/ck/model.safetensors" "$d/ref/model.safetensors" --rtol 0 > "$d/cmp.log" ||
-    { cat "$d/cmp.log"; fail "ZeRO-$z: parameters differ from the 3-rank resume of step $s"; }
+  equals_resume "$bin" "$d" "$s" "$steps" "ZeRO-$z" --zero $z "${args[@]}"
   echo "ZeRO-$z: rank $victim killed in step $at ($phase); 3 survivors rebuilt step $s from the neighbour copies" \
        "($lost steps lost), parameters = 3-rank resume (bitwise)"
 done
