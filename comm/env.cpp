@@ -48,6 +48,10 @@ const std::vector<Knob>& knobs() {
        "collective and host-to-device copy of successive segments overlap)"},
       {kEmulateDevice, "0",
        "tests only: 1 = cuda:0 is emulated with host memory, so the device-buffer paths run on a machine without a GPU"},
+      {kTorchTransport, "tcp",
+       "torch.distributed backend \"dpt\" (import dpt_torch): the transport under PyTorch's process groups, tcp "
+       "(shared memory between same-host ranks) or mpi (under mpirun)"},
+      {kTorchAlgo, "", "torch.distributed backend \"dpt\": collective algorithm as --algo (unset: COMM_ALGO)"},
       {"MASTER_ADDR", "127.0.0.1", "rendezvous host (rank 0 serves the store there)"},
       {"MASTER_PORT", "29500", "rendezvous port (under mpirun without it, a free port is agreed over MPI)"},
       {"RANK / WORLD_SIZE / LOCAL_RANK", "", "torchrun-style launch variables (also read: OMPI_COMM_WORLD_*, PMI_*, SLURM_*)"},

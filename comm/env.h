@@ -40,5 +40,8 @@ inline constexpr const char* kJobToken = "COMM_JOB_TOKEN";
 inline constexpr const char* kDebugCollectives = "COMM_DEBUG_COLLECTIVES";
 inline constexpr const char* kStagingSegmentBytes = "COMM_STAGING_SEGMENT_BYTES";
 inline constexpr const char* kEmulateDevice = "DPT_EMULATE_DEVICE";
+// The torch.distributed backend "dpt" (bindings/torch, docs/torch.md).
+inline constexpr const char* kTorchTransport = "DPT_BACKEND";
+inline constexpr const char* kTorchAlgo = "DPT_ALGO";
 
 }  // namespace dpt::env

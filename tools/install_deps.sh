@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev catch2 libopenblas-dev
       libboost-program-options-dev nlohmann-json3-dev zlib1g-dev libfmt-dev
       dataset-fashion-mnist fortunes gnuplot-nox libgloo-dev iproute2 procps libssl-dev
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev python3-torch libtorch-dev python3-pybind11 pybind11-dev python3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
