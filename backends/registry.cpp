@@ -225,6 +225,7 @@ std::unique_ptr<Communicator> create_in_store(const StoreGroup& g, CommOptions o
     throw UsageError(ctx, "backend '" + g.backend + "' cannot be made from a store; valid: tcp, mpi");
   }
   log::set_rank(g.rank);
+  log::info("group '{}': {} communicator, rank {} of {}", g.group_name, c->backend_name(), c->rank(), c->size());
   return c;
 }
 

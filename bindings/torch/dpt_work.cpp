@@ -183,6 +183,11 @@ std::exception_ptr DptWork::exception() const { return op_->error(); }
 
 std::vector<at::Tensor> DptWork::result() { return op_->outputs; }
 
+int DptWork::sourceRank() const {
+  if (!op_->source_rank) throw std::runtime_error("dpt: sourceRank() is only known for receives from any source");
+  return op_->source_rank();
+}
+
 bool DptWork::wait(std::chrono::milliseconds timeout) {
   const Millis t = timeout.count() > 0 ? Millis(timeout.count()) : op_->wait_timeout;
   if (!op_->wait_for(t))

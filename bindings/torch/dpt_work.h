@@ -41,7 +41,8 @@ struct OpState {
   std::vector<at::Tensor> keep_alive;
   std::vector<at::Tensor> outputs;
   std::vector<std::function<void()>> on_success;  // in order, once, when all pieces are done
-  Millis wait_timeout{0};             // default for wait(): the group's timeout + grace
+  Millis wait_timeout{0};
+  std::function<int()> source_rank;   // receives from any source: who sent it             // default for wait(): the group's timeout + grace
 
   // Tests the pieces without blocking; finalizes and returns true once all are done
   // (or one failed).
@@ -93,6 +94,7 @@ class DptWork : public c10d::Work {
   // timeout 0 (PyTorch's default): the process group's timeout.
   bool wait(std::chrono::milliseconds timeout) override;
   void synchronize() override {}
+  int sourceRank() const override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
  private:

@@ -14,6 +14,7 @@ ProcessGroupDpt::ProcessGroupDpt(std::unique_ptr<Communicator> comm, c10::intrus
       comm_(std::move(comm)),
       store_(std::move(store)),
       watcher_(std::make_shared<Watcher>()) {
+  mailbox_ = std::make_unique<AnySourceMailbox>(*comm_);
   init();
 }
 
@@ -276,7 +277,8 @@ WorkRef ProcessGroupDpt::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
 
 void ProcessGroupDpt::exchange(OpState& op, const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& recvs) {
   const ErrorContext ctx = comm_->context("alltoall");
-  const int64_t tag = kUnevenAlltoallTag + (uneven_alltoalls_++ % (int64_t{1} << 29));
+  // Below the envelope tag, the top of our user tag range.
+  const int64_t tag = kUnevenAlltoallTag + (uneven_alltoalls_++ % (AnySourceMailbox::kEnvelopeTag - kUnevenAlltoallTag));
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     if (recvs[p].numel() > 0) op.pieces.push_back(comm_->irecv(buffer_of(ctx, recvs[p]), p, tag));
@@ -391,7 +393,7 @@ WorkRef ProcessGroupDpt::send(std::vector<at::Tensor>& tensors, int dst, int tag
   check_peer("send", dst);
   auto op = new_op("send", std::chrono::milliseconds(0), /*p2p=*/true);
   at::Tensor t = input_view(*op, tensors[0]);
-  op->pieces.push_back(comm_->isend(buffer_of(ctx, t), dst, tag));
+  op->pieces = mailbox_->send(buffer_of(ctx, t), dst, tag);
   op->outputs = tensors;
   return start(OpType::SEND, op);
 }
@@ -404,13 +406,23 @@ WorkRef ProcessGroupDpt::recv(std::vector<at::Tensor>& tensors, int src, int tag
   check_peer("recv", src);
   auto op = new_op("recv", std::chrono::milliseconds(0), true);
   at::Tensor t = output_view(*op, tensors[0], false);
-  op->pieces.push_back(comm_->irecv(buffer_of(ctx, t), src, tag));
+  op->pieces.push_back(mailbox_->recv(buffer_of(ctx, t), src, tag));
   op->outputs = tensors;
   return start(OpType::RECV, op);
 }
 
 WorkRef ProcessGroupDpt::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  refuse(comm_->context("recv"), "receiving from any source is not supported by the dpt backend: pass src=");
+  const ErrorContext ctx = comm_->context("recv");
+  check_single(ctx, tensors.size(), "tensor");
+  check_tensor(ctx, tensors[0]);
+  check_tag("recv", tag);
+  auto op = new_op("recv", std::chrono::milliseconds(0), true);
+  at::Tensor t = output_view(*op, tensors[0], false);
+  auto r = mailbox_->recv_any(buffer_of(ctx, t), tag);
+  op->pieces.push_back(r);
+  op->source_rank = [r] { return r->source(); };
+  op->outputs = tensors;
+  return start(OpType::RECVANYSOURCE, op);
 }
 
 // ---- sequence numbers (as ProcessGroupGloo: rank 0 draws the start, the store shares it) ----

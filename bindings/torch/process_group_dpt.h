@@ -12,13 +12,15 @@
 //                different sizes: point-to-point to every peer on tags of their own,
 //                `kUnevenAlltoallTag + n` for the group's n-th such call (every rank
 //                counts alike), above the tags PyTorch programs may use.
-//   user tags  - send/recv tags in [0, kMaxTorchTag]; the rest of our user tag range is
-//                the uneven all-to-all's.
+//   user tags  - send/recv tags in [0, kMaxTorchTag]; above them, the uneven
+//                all-to-all's and the envelope tag of any-source receives
+//                (any_source_mailbox.h: every send of the group carries an envelope).
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <atomic>
 #include <memory>
 
+#include "bindings/torch/any_source_mailbox.h"
 #include "bindings/torch/dpt_work.h"
 #include "comm/communicator.h"
 
@@ -78,7 +80,9 @@ class ProcessGroupDpt : public c10d::ProcessGroup {
   void check_tag(const std::string& op, int tag) const;
   void check_peer(const std::string& op, int peer) const;
 
-  // Declared first, destroyed last: the watcher drains before the communicator goes.
+  // Destroyed after the communicator, whose end settles the envelope receives.
+  std::unique_ptr<AnySourceMailbox> mailbox_;
+  // Declared before the watcher, destroyed after it: the watcher drains first.
   std::unique_ptr<Communicator> comm_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Watcher> watcher_;

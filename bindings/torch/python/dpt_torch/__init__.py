@@ -58,10 +58,7 @@ def _fill_launch_env_from_mpirun():
         rank, size = env["PMI_RANK"], env["PMI_SIZE"]
         local_rank = env.get("MPI_LOCALRANKID", "0")
         local_size = env.get("MPI_LOCALNRANKS", size)
-    env.setdefault("RANK", rank)
-    env.setdefault("WORLD_SIZE", size)
-    env.setdefault("LOCAL_RANK", local_rank)
-    env.setdefault("LOCAL_WORLD_SIZE", local_size)
+    # Agree first: share_over_mpi recognizes mpirun by the variables set below.
     if "MASTER_ADDR" not in env:
         one_host = local_size == size
         host = "127.0.0.1" if one_host else socket.gethostname()
@@ -73,6 +70,10 @@ def _fill_launch_env_from_mpirun():
                 s.bind(("", 0))
                 port = str(s.getsockname()[1])
         env["MASTER_PORT"] = _C.share_over_mpi(port)
+    env.setdefault("RANK", rank)
+    env.setdefault("WORLD_SIZE", size)
+    env.setdefault("LOCAL_RANK", local_rank)
+    env.setdefault("LOCAL_WORLD_SIZE", local_size)
 
 
 def _store_host(store):
