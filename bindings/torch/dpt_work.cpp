@@ -29,7 +29,7 @@ static bool settle(const WorkPtr& w, std::exception_ptr& first_error) {
 
 bool OpState::poll() {
   if (finished()) return true;
-  std::unique_lock<std::mutex> held(pieces_mu_, std::try_to_lock);
+  std::unique_lock<std::timed_mutex> held(pieces_mu_, std::try_to_lock);
   if (!held.owns_lock()) return false;  // another thread is waiting on them
   std::exception_ptr err;
   for (const auto& w : pieces)
@@ -42,7 +42,10 @@ bool OpState::poll() {
 bool OpState::wait_for(Millis timeout) {
   if (finished()) return true;
   const auto deadline = Clock::now() + timeout;
-  std::unique_lock<std::mutex> held(pieces_mu_);
+  // Another thread may be waiting on the pieces (the watcher): wait for it no longer
+  // than our own deadline.
+  std::unique_lock<std::timed_mutex> held(pieces_mu_, deadline);
+  if (!held.owns_lock()) return finished();
   std::exception_ptr err;
   for (const auto& w : pieces) {
     const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());

@@ -57,7 +57,7 @@ struct OpState {
  private:
   void finalize(std::exception_ptr e);
   void complete(const c10::intrusive_ptr<c10::ivalue::Future>& fut);
-  std::mutex pieces_mu_;    // held by whoever tests or waits on the pieces
+  std::timed_mutex pieces_mu_;  // held by whoever tests or waits on the pieces
   std::mutex finalize_mu_;  // on_success runs once
   mutable std::mutex mu_;
   bool finished_ = false;

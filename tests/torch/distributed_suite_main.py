@@ -3,7 +3,12 @@ distributed_test.py, shipped by python3-torch) for one backend at one world size
 PyTorch's test/distributed/test_distributed_spawn.py does, and writes one JSON line per
 test to --results: {"test", "status": passed|skipped|failed, "reason", "seconds"}.
 
-Environment (set by run_distributed_suite.py): BACKEND (gloo or dpt), WORLD_SIZE.
+Environment (set by run_distributed_suite.py): BACKEND (gloo or dpt), WORLD_SIZE, and
+DPT_AS_GLOO=1 for the "dpt-as-gloo" run: BACKEND stays gloo, so every test PyTorch gates
+on the name gloo is selected, but init_process_group and new_group get backend "dpt"
+where the tests ask for gloo. Tests that check the backend's name or call
+ProcessGroupGloo-only methods (monitored_barrier) fail there by construction; the
+others are gloo's tests passed by dpt.
 For BACKEND=dpt, `import dpt_torch` registers the backend, and the suite's feature
 tables list "dpt" where they list gloo (ddp, subgroup, plugin, gpu, cuda): the same
 gates gloo passes through, so the same tests run. Tests that PyTorch gates on the name
@@ -65,6 +70,22 @@ if BACKEND == "dpt":
     features = common_distributed.DistTestCases.backend_feature
     for key in ("gpu", "cuda", "ddp", "subgroup", "plugin"):
         features[key].add("dpt")
+
+if os.environ.get("DPT_AS_GLOO") == "1":
+    import dpt_torch  # noqa: F401,E402
+
+    def as_dpt(backend):
+        return "dpt" if backend is not None and str(backend).lower() == "gloo" else backend
+
+    _init, _new_group = dist.init_process_group, dist.new_group
+
+    def init_process_group(backend, *a, **k):
+        return _init(as_dpt(backend), *a, **k)
+
+    def new_group(*a, backend=None, **k):
+        return _new_group(*a, backend=as_dpt(backend), **k)
+
+    dist.init_process_group, dist.new_group = init_process_group, new_group
 
 from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
 

@@ -4,7 +4,9 @@
 Runs PyTorch's DistributedTest suite (shipped with python3-torch) for each backend and
 world size asked for, gloo being the reference measured in the same run, and writes
 into --out:
-  <backend>_ws<N>.jsonl                 one record per test (distributed_suite_main.py)
+  <backend>_ws<N>.jsonl                 one record per test (distributed_suite_main.py);
+                                        backend dpt-as-gloo runs the tests PyTorch
+                                        selects for gloo on dpt (distributed_suite_main.py)
   <backend>_ws<N>_passed.txt            names
   <backend>_ws<N>_skipped.txt           name: PyTorch's skip reason
   <backend>_ws<N>_failed.txt            name: the last line of the error
@@ -34,7 +36,9 @@ def run_one(backend, world, args):
     if os.path.exists(path):
         os.remove(path)
     env = dict(os.environ)
-    env["BACKEND"] = backend
+    env["BACKEND"] = "gloo" if backend == "dpt-as-gloo" else backend
+    if backend == "dpt-as-gloo":
+        env["DPT_AS_GLOO"] = "1"
     env["WORLD_SIZE"] = str(world)
     env["DISTRIBUTED_TESTS_DEFAULT_TIMEOUT"] = str(args.test_timeout)
     py_path = [os.path.join(os.path.abspath(args.build), "python")]
@@ -89,12 +93,17 @@ def summary(out, results, worlds, backends):
     if "gloo" in backends and "dpt" in backends:
         for w in worlds:
             dpt = {r["test"]: r for r in results[("dpt", w)]}
+            alias = {r["test"]: r for r in results.get(("dpt-as-gloo", w), [])}
             lines += ["", f"Tests gloo passes and dpt does not, world size {w}:", ""]
             for r in sorted(results[("gloo", w)], key=lambda r: r["test"]):
                 d = dpt.get(r["test"])
                 if r["status"] == "passed" and (d is None or d["status"] != "passed"):
                     status = d["status"] if d else "missing"
-                    lines.append(f"- {r['test']}: dpt {status}: {last_line(d['reason']) if d else ''}")
+                    line = f"- {r['test']}: dpt {status}: {last_line(d['reason']) if d else ''}"
+                    if r["test"] in alias:
+                        a = alias[r["test"]]
+                        line += f"; as gloo: {a['status']}" + (f": {last_line(a['reason'])}" if a["status"] != "passed" else "")
+                    lines.append(line)
                     if status != "skipped":
                         bad.append((w, r["test"]))
     else:
