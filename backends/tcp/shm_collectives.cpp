@@ -57,7 +57,7 @@ void ShmCollectives::check(int late) const {
                                      "shared-memory {}: did the ranks issue different collectives?",
                                      late, op_));
   if (std::chrono::steady_clock::now() >= deadline_)
-    throw TimeoutError(ctx, fmt::format("rank {} did not reach the shared-memory {} within {} ms (still computing, "
+    throw TimeoutError(ctx, fmt::format("rank {} did not reach the shared-memory {}: timeout after {} ms (still computing, "
                                         "stopped, or in a different collective?)",
                                         late, op_, timeout_.count()));
 }

@@ -290,7 +290,7 @@ void ProcessGroupDpt::exchange(OpState& op, const std::vector<at::Tensor>& sends
   if (sends[rank_].numel() != recvs[rank_].numel())
     refuse(ctx, "this rank sends itself " + std::to_string(sends[rank_].numel()) + " elements but expects " +
                     std::to_string(recvs[rank_].numel()));
-  if (recvs[rank_].numel() > 0) recvs[rank_].copy_(sends[rank_]);
+  if (recvs[rank_].numel() > 0) recvs[rank_].view({-1}).copy_(sends[rank_].reshape({-1}));
 }
 
 // Rows of dim 0 per peer: the split sizes, or an even split when none are given.
