@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dpt against gloo under PyTorch, in one run: torch.distributed.all_reduce busbw from
 # 4 KiB to 64 MiB at 2 and 4 ranks on this host, and DDP samples/s on the Fashion-MNIST
-# MLP and on a 22.9M-parameter MLP at 2 ranks. Each measurement interleaves the two
+# MLP and on a 22.10M-parameter MLP at 2 ranks. Each measurement interleaves the two
 # backends inside one job (bench/torch_allreduce.py, bench/torch_ddp.py), so both see
 # the same load. Writes bench/results/torch/*.json and prints the tables.
 #   bench/torch_compare.sh [build]        (about 10 minutes on 2 cores)

@@ -10,7 +10,7 @@ and their ratio.
 
   build/bin/launch -n 2 /usr/bin/python3 bench/torch_ddp.py --model large
 Models: mlp (the Fashion-MNIST MLP, 784-256-256-10, 0.27M parameters) and large
-(784-4096-4096-512-10, 22.9M parameters).
+(784-4096-4096-512-10, 22.10M parameters).
 """
 import argparse
 import json
