@@ -184,6 +184,59 @@ std::unique_ptr<Communicator> create(const std::string& requested, CommOptions o
   return c;
 }
 
+// FNV-1a: a group's name to a number every member computes alike.
+static uint64_t name_hash(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::unique_ptr<Communicator> create_in_store(const StoreGroup& g, CommOptions options) {
+  const ErrorContext ctx{g.rank, g.size, g.backend, "init", -1, -1};
+  std::unique_ptr<Communicator> c;
+  if (g.backend == "tcp") {
+    TcpStoreRendezvous r;
+    r.rank = g.rank;
+    r.world_size = g.size;
+    r.store = g.store;
+    r.prefix = "dpt/tcp";
+    r.comm_id = name_hash(g.group_name);
+    r.peer_hint = g.peer_hint;
+    r.job_token = g.job_token;
+    r.timeout = g.rendezvous_timeout;
+    c = create_tcp_communicator_in_store(r, options);
+  } else if (g.backend == "mpi") {
+#ifdef DPT_HAVE_MPI
+    if (g.world_ranks.empty()) {
+      c = create_mpi_communicator(options);
+    } else {
+      // MPI tags are at least 15 bits; the name tells concurrent creations apart.
+      c = create_mpi_group_communicator(g.world_ranks, static_cast<int>(name_hash(g.group_name) % 32767), options);
+    }
+    if (c->size() != g.size || c->rank() != g.rank)
+      throw UsageError(ctx, "MPI places this process at rank " + std::to_string(c->rank()) + " of " +
+                                std::to_string(c->size()) + ", but the caller says rank " + std::to_string(g.rank) +
+                                " of " + std::to_string(g.size) +
+                                ": start the job with mpirun (one MPI world), or use the tcp backend under this launcher");
+#else
+    throw NotBuiltError("backend 'mpi' is not built: no MPI was found when this build was configured");
+#endif
+  } else {
+    throw UsageError(ctx, "backend '" + g.backend + "' cannot be made from a store; valid: tcp, mpi");
+  }
+  log::set_rank(g.rank);
+  log::info("group '{}': {} communicator, rank {} of {}", g.group_name, c->backend_name(), c->rank(), c->size());
+  return c;
+}
+
+std::string share_over_mpi(const std::string& value) {
+#ifdef DPT_HAVE_MPI
+  const LaunchInfo li = detect_launch();
+  if (li.source == "openmpi" || li.source == "pmi") return mpi::broadcast_from_rank0(value);
+#endif
+  return value;
+}
+
 void abort_job(int exit_code) {
 #ifdef DPT_HAVE_MPI
   mpi::abort_job(exit_code);

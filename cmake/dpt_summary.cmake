@@ -12,5 +12,6 @@ if(EXISTS ${DPT_GPT2_TOKENIZER_DIR}/encoder.json AND EXISTS ${DPT_GPT2_TOKENIZER
 else()
   message(STATUS "  GPT-2 vocabulary    : missing (run tools/install_deps.sh; the tokenizer tests fail without it)")
 endif()
+message(STATUS "  torch backend dpt   : ${DPT_HAVE_TORCH} (${DPT_TORCH_REASON})")
 message(STATUS "  tests               : ${DPT_BUILD_TESTS}")
 message(STATUS "")

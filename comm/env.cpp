@@ -54,6 +54,10 @@ const std::vector<Knob>& knobs() {
       {kElasticId, "", "elastic training (set by launch --elastic): this process's name for the job, e.g. n0.l2.i1"},
       {kElasticMin, "", "elastic training (set by launch --elastic): the fewest members the job may shrink to"},
       {kElasticMax, "", "elastic training (set by launch --elastic): the most members the job may grow to"},
+      {kTorchTransport, "tcp",
+       "torch.distributed backend \"dpt\" (import dpt_torch): the transport under PyTorch's process groups, tcp "
+       "(shared memory between same-host ranks) or mpi (under mpirun)"},
+      {kTorchAlgo, "", "torch.distributed backend \"dpt\": collective algorithm as --algo (unset: COMM_ALGO)"},
       {"MASTER_ADDR", "127.0.0.1", "rendezvous host (rank 0 serves the store there)"},
       {"MASTER_PORT", "29500", "rendezvous port (under mpirun without it, a free port is agreed over MPI)"},
       {"RANK / WORLD_SIZE / LOCAL_RANK", "", "torchrun-style launch variables (also read: OMPI_COMM_WORLD_*, PMI_*, SLURM_*)"},

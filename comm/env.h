@@ -44,5 +44,8 @@ inline constexpr const char* kElasticId = "DPT_ELASTIC_ID";
 inline constexpr const char* kElasticMin = "DPT_ELASTIC_MIN";
 inline constexpr const char* kElasticMax = "DPT_ELASTIC_MAX";
 inline constexpr const char* kElasticSettleS = "COMM_ELASTIC_SETTLE_S";
+// The torch.distributed backend "dpt" (bindings/torch, docs/torch.md).
+inline constexpr const char* kTorchTransport = "DPT_BACKEND";
+inline constexpr const char* kTorchAlgo = "DPT_ALGO";
 
 }  // namespace dpt::env

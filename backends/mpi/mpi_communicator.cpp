@@ -223,4 +223,33 @@ std::unique_ptr<Communicator> create_mpi_communicator(CommOptions options) {
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, options);
 }
 
+std::unique_ptr<Communicator> create_mpi_group_communicator(const std::vector<int>& world_ranks, int tag,
+                                                           CommOptions options) {
+  mpi::ensure_initialized();
+  int world = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const ErrorContext ctx{me, world, "mpi", "new_group", -1, -1};
+  bool member = false;
+  for (int r : world_ranks) {
+    if (r < 0 || r >= world)
+      throw UsageError(ctx, "group member " + std::to_string(r) + " is not a rank of the MPI world of " + std::to_string(world));
+    member |= r == me;
+  }
+  if (!member) throw UsageError(ctx, "this rank is not one of the group's members");
+  MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Group_incl(world_group, static_cast<int>(world_ranks.size()), world_ranks.data(), &group);
+  MPI_Comm sub = MPI_COMM_NULL;
+  // Only the members call this (MPI-3), unlike MPI_Comm_split over the whole world.
+  const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &sub);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  if (rc != MPI_SUCCESS || sub == MPI_COMM_NULL)
+    throw CommError(ctx, "MPI_Comm_create_group failed: " + mpi::error_string(rc));
+  auto out = std::make_unique<MpiCommunicator>(sub, options);
+  MPI_Comm_free(&sub);
+  return out;
+}
+
 }  // namespace dpt

@@ -5,6 +5,7 @@
 // non-blocking underneath (MPI_I*) and waited on by polling with a deadline, which is
 // what turns a stuck peer into a TimeoutError instead of a hang.
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -12,5 +13,10 @@ namespace dpt {
 
 // Creates a communicator over MPI_COMM_WORLD (initializing MPI if needed).
 std::unique_ptr<Communicator> create_mpi_communicator(CommOptions options);
+// A communicator over some ranks of MPI_COMM_WORLD, in the order given; collective over
+// those ranks only (the others need not call it). `tag` tells apart groups being made
+// at the same time; it must be the same on every member.
+std::unique_ptr<Communicator> create_mpi_group_communicator(const std::vector<int>& world_ranks, int tag,
+                                                           CommOptions options);
 
 }  // namespace dpt

@@ -35,7 +35,11 @@ struct ArenaHeader {
 struct alignas(128) RankControl {
   std::atomic<uint32_t> step{0};
   std::atomic<uint32_t> sleepers{0};
+  // Fingerprints by round parity (ordered by the barrier's step store and loads).
+  std::atomic<uint64_t> what[2] = {0, 0};
+  std::atomic<uint64_t> count[2] = {0, 0};
 };
+static_assert(sizeof(RankControl) == 128, "one rank's control words share one 128-byte line");
 static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4,
               "the step word must be a plain 32-bit futex word");
 
@@ -113,6 +117,17 @@ ShmArena::~ShmArena() { ::munmap(base_, bytes_); }
 
 char* ShmArena::slot(int owner) const {
   return data(base_, world_) + (size_t(owner) * 2 + (round_ & 1)) * slot_bytes_;
+}
+
+void ShmArena::publish(const Fingerprint& f) {
+  RankControl& me = controls(base_)[rank_];
+  me.what[round_ & 1].store(f.what, std::memory_order_relaxed);
+  me.count[round_ & 1].store(f.count, std::memory_order_relaxed);
+}
+
+ShmArena::Fingerprint ShmArena::published(int owner) const {
+  const RankControl& c = controls(base_)[owner];
+  return Fingerprint{c.what[round_ & 1].load(std::memory_order_relaxed), c.count[round_ & 1].load(std::memory_order_relaxed)};
 }
 
 void ShmArena::barrier(const Check& check) {

@@ -19,6 +19,12 @@
 //              the late rank's step word (a shared futex works across processes); a rank
 //              raising its step wakes that word's sleepers. Sleeps last at most 20 ms,
 //              after which the waiter runs its check (deadline, dead or departed peer).
+//   fingerprint - per rank and parity, in the rank's step line: what collective (kind,
+//              dtype, op, root, count) it runs, written before the first barrier of
+//              the collective and read by every rank after it. The same parity rule as
+//              the slots keeps a fingerprint from being overwritten while others read
+//              it, so ranks whose collectives differ all stop with MismatchError
+//              instead of computing garbage or waiting for the timeout.
 //   setup    - store keys under "<prefix>/arena/": want/<r> is "1" when rank r has a
 //              shared-memory channel to every peer and COMM_TCP_SHM_COLL is on; if every
 //              rank wants it, rank 0 creates the object and sets seg ("<name> <nonce>",
@@ -63,6 +69,15 @@ class ShmArena {
   // `owner`'s slot of the current round.
   char* slot(int owner) const;
   void next_round() { ++round_; }
+
+  // This rank's fingerprint for the current round, and another rank's (after a barrier).
+  struct Fingerprint {
+    uint64_t what = 0;   // kind | dtype << 8 | op << 16 | (root + 1) << 24
+    uint64_t count = 0;
+    bool operator==(const Fingerprint&) const = default;
+  };
+  void publish(const Fingerprint& f);
+  Fingerprint published(int owner) const;
 
   // Called while waiting on `late_rank`, at least every 20 ms; throws to give up.
   using Check = std::function<void(int late_rank)>;

@@ -57,15 +57,57 @@ void ShmCollectives::check(int late) const {
                                      "shared-memory {}: did the ranks issue different collectives?",
                                      late, op_));
   if (std::chrono::steady_clock::now() >= deadline_)
-    throw TimeoutError(ctx, fmt::format("rank {} did not reach the shared-memory {} within {} ms (still computing, "
+    throw TimeoutError(ctx, fmt::format("rank {} did not reach the shared-memory {}: timeout after {} ms (still computing, "
                                         "stopped, or in a different collective?)",
                                         late, op_, timeout_.count()));
+}
+
+// "allreduce(f32, 1000 elements, op sum)" from a fingerprint, for the mismatch message.
+static std::string describe(const ShmArena::Fingerprint& f) {
+  const auto kind = static_cast<CollKind>(f.what & 0xff);
+  const auto t = static_cast<DType>((f.what >> 8) & 0xff);
+  const auto op = static_cast<ReduceOp>((f.what >> 16) & 0xff);
+  const int64_t root = int64_t(f.what >> 24) - 1;
+  std::string s = fmt::format("{}({}, {} elements", coll_name(kind), dtype_name(t), f.count);
+  if (kind == CollKind::allreduce || kind == CollKind::reduce || kind == CollKind::reduce_scatter)
+    s += fmt::format(", op {}", reduce_op_name(op));
+  if (kind == CollKind::reduce || kind == CollKind::broadcast) s += fmt::format(", root {}", root);
+  return s + ")";
+}
+
+void ShmCollectives::round_barrier() {
+  arena_->barrier(check_);
+  if (!compare_pending_) return;
+  compare_pending_ = false;
+  const ShmArena::Fingerprint mine = arena_->published(arena_->rank());
+  for (int j = 0; j < arena_->world(); ++j) {
+    const ShmArena::Fingerprint theirs = arena_->published(j);
+    if (theirs == mine) continue;
+    ErrorContext ctx = ctx_;
+    ctx.op = op_;
+    ctx.peer = j;
+    throw MismatchError(ctx, fmt::format("collective mismatch: this rank runs {} but rank {} runs {}; every rank must "
+                                         "issue the same collectives with the same sizes in the same order",
+                                         describe(mine), j, describe(theirs)));
+  }
 }
 
 void ShmCollectives::run(const CollArgs& a, Millis timeout) {
   op_ = coll_name(a.kind);
   timeout_ = timeout;
   deadline_ = std::chrono::steady_clock::now() + timeout;
+  // What every rank must agree on. Counts as the collective sees them: allreduce and
+  // reduce the send count, reduce_scatter the block, allgather the piece per rank.
+  ShmArena::Fingerprint f;
+  const bool has_root = a.kind == CollKind::reduce || a.kind == CollKind::broadcast;
+  f.what = uint64_t(a.kind) | uint64_t(a.recv.dtype) << 8 |
+           uint64_t(a.kind == CollKind::broadcast || a.kind == CollKind::allgather ? 0 : int(a.op)) << 16 |
+           uint64_t(has_root ? a.root + 1 : 0) << 24;
+  f.count = a.kind == CollKind::reduce_scatter || a.kind == CollKind::broadcast ? a.recv.count
+            : a.kind == CollKind::barrier                                          ? 0
+                                                                                   : a.send.count;
+  arena_->publish(f);
+  compare_pending_ = true;
   switch (a.kind) {
     case CollKind::allreduce: return reduce_all(a, true);
     case CollKind::reduce: return reduce_all(a, false);
@@ -92,7 +134,7 @@ void ShmCollectives::reduce_all(const CollArgs& a, bool everyone_gets_it) {
     // My own portion is read by me only, from the send buffer.
     std::memcpy(mine, src, parts.begin(me) * es);
     std::memcpy(mine + parts.end(me) * es, src + parts.end(me) * es, (c - parts.end(me)) * es);
-    ar.barrier(check_);
+    round_barrier();
 
     const size_t b = parts.begin(me), len = parts.end(me) - b;
     if (len > 0) {
@@ -130,7 +172,7 @@ void ShmCollectives::reduce_scatter(const CollArgs& a) {
     // Slot layout of a round: the piece of every rank's block, at j * c.
     for (int j = 0; j < n; ++j)
       if (j != me) std::memcpy(mine + size_t(j) * c * es, at(a.send, size_t(j) * block + off), c * es);
-    ar.barrier(check_);
+    round_barrier();
 
     char* out = at(a.recv, off);
     const char* own = at(a.send, size_t(me) * block + off);  // may be `out` itself (in place)
@@ -155,7 +197,7 @@ void ShmCollectives::allgather(const CollArgs& a) {
   for (size_t off = 0; off < block; off += per_round) {
     const size_t c = std::min(per_round, block - off);
     std::memcpy(ar.slot(me), at(a.send, off), c * es);
-    ar.barrier(check_);
+    round_barrier();
     for (int j = 0; j < n; ++j) {
       if (j == me && in_place) continue;
       std::memcpy(at(a.recv, size_t(j) * block + off), j == me ? at(a.send, off) : ar.slot(j), c * es);
@@ -171,12 +213,15 @@ void ShmCollectives::broadcast(const CollArgs& a) {
   for (size_t off = 0; off < total; off += per_round) {
     const size_t c = std::min(per_round, total - off);
     if (root) std::memcpy(ar.slot(a.root), at(a.recv, off), c * es);
-    ar.barrier(check_);
+    round_barrier();
     if (!root) std::memcpy(at(a.recv, off), ar.slot(a.root), c * es);
     ar.next_round();
   }
 }
 
-void ShmCollectives::barrier() { arena_->barrier(check_); }
+void ShmCollectives::barrier() {
+  round_barrier();
+  arena_->next_round();  // a round of its own: the next collective's fingerprint goes to the other parity
+}
 
 }  // namespace dpt::tcp

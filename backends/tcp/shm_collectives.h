@@ -18,7 +18,8 @@
 //                        other slot straight into recv
 //   allgather            write my piece | barrier | copy every rank's piece out
 //   broadcast            the root writes | barrier | the others copy out
-//   barrier              one arena barrier
+//   barrier              one arena barrier (a round of its own)
+// Each collective's first barrier also compares the ranks' fingerprints (shm_arena.h).
 // Bytes per rank, allreduce of S bytes on n ranks: write S(n-1)/n, reduce reads S,
 // copy out S: about half the memory traffic of a ring through per-pair rings, and no
 // thread hand-offs. `avg` reduces as a sum and divides each result once.
@@ -46,6 +47,8 @@ class ShmCollectives {
   void broadcast(const CollArgs& a);
   void barrier();
   void check(int late_rank) const;
+  // The arena barrier; the collective's first one also compares fingerprints.
+  void round_barrier();
 
   std::unique_ptr<ShmArena> arena_;
   const ProgressEngine& engine_;
@@ -54,6 +57,7 @@ class ShmCollectives {
   std::chrono::steady_clock::time_point deadline_;
   Millis timeout_{0};
   const char* op_ = "";
+  bool compare_pending_ = false;
 };
 
 }  // namespace dpt::tcp

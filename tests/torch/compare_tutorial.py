@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Runs one tutorial program twice under one launcher, with --backend gloo and with
+--backend dpt (nothing else differs), and checks that every rank's loss at every step
+is the same within --rtol (default 1e-6, relative).
+
+  compare_tutorial.py --launcher launch|torchrun|mpirun --np 2 --build build \\
+      tests/torch/tutorials/ddp_toy.py [program args]
+
+launch: build/bin/launch; torchrun: python3 -m torch.distributed.run; mpirun: Open MPI,
+the dpt run with DPT_BACKEND=mpi (dpt_torch fills RANK/WORLD_SIZE/MASTER_* from it).
+The programs print `rank <r> step <k> loss <v>`. Exit status 0 only when both runs
+succeed, report the same steps and agree.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+# Open MPI forwards output in chunks, so one rank's line may run into another's.
+LINE = re.compile(r"rank (\d+) step (\d+) loss ([-+]?\d\.\d+e[-+]\d+)")
+
+
+def command(args, backend, port):
+    py = sys.executable
+    prog = [py, args.program, "--backend", backend] + args.program_args
+    if args.launcher == "launch":
+        return [os.path.join(args.build, "bin", "launch"), "-n", str(args.np)] + prog
+    if args.launcher == "torchrun":
+        return [py, "-m", "torch.distributed.run", "--nproc_per_node", str(args.np), "--master_port", str(port)] + prog[1:]
+    return ["mpirun", "-np", str(args.np), "--oversubscribe", "--bind-to", "none"] + prog
+
+
+def run(args, backend, port):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(os.path.abspath(args.build), "python")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    if args.launcher == "mpirun":
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        if backend == "dpt":
+            env["DPT_BACKEND"] = "mpi"
+    if backend == "dpt":
+        env["COMM_LOG_LEVEL"] = "info"  # the registry names the transport of each group
+    cmd = command(args, backend, port)
+    t0 = time.time()
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.timeout)
+    losses = {}
+    for m in LINE.finditer(p.stdout):
+        losses[(int(m.group(1)), int(m.group(2)))] = float(m.group(3))
+    print(f"{backend}: exit {p.returncode}, {len(losses)} losses, {time.time() - t0:.1f} s: {' '.join(cmd)}")
+    if p.returncode != 0:
+        print(p.stdout[-4000:])
+    return p.returncode, losses, p.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--launcher", choices=["launch", "torchrun", "mpirun"], default="launch")
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rtol", type=float, default=1e-6)
+    ap.add_argument("--timeout", type=int, default=240)
+    ap.add_argument("program")
+    ap.add_argument("program_args", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    port = 29000 + os.getpid() % 2000
+    rc_g, gloo, out_g = run(args, "gloo", port)
+    rc_d, dpt, out_d = run(args, "dpt", port + 1)
+    if rc_g or rc_d:
+        return 1
+    want = "mpi" if args.launcher == "mpirun" else "tcp"
+    made = re.findall(r"group '0': (\w+) communicator, rank (\d+)", out_d)
+    if len(made) != args.np or any(t != want for t, _ in made):
+        print(f"expected {args.np} default groups on the {want} transport, the log says {made}")
+        return 1
+    if not gloo or set(gloo) != set(dpt):
+        print(f"the runs report different steps: gloo {sorted(gloo)[:5]}..., dpt {sorted(dpt)[:5]}...")
+        return 1
+    worst = 0.0
+    for key in sorted(gloo):
+        g, d = gloo[key], dpt[key]
+        rel = abs(g - d) / max(abs(g), 1e-30)
+        worst = max(worst, rel)
+        if rel > args.rtol:
+            print(f"rank {key[0]} step {key[1]}: gloo {g!r} dpt {d!r} (relative difference {rel:.3g} > {args.rtol})")
+            return 1
+    ranks = len({k[0] for k in gloo})
+    steps = len({k[1] for k in gloo})
+    print(f"OK: {ranks} ranks x {steps} steps, largest relative difference {worst:.3g} (limit {args.rtol})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Runs PyTorch's own DistributedTest suite (torch/testing/_internal/distributed/
+distributed_test.py, shipped by python3-torch) for one backend at one world size, as
+PyTorch's test/distributed/test_distributed_spawn.py does, and writes one JSON line per
+test to --results: {"test", "status": passed|skipped|failed, "reason", "seconds"}.
+
+Environment (set by run_distributed_suite.py): BACKEND (gloo or dpt), WORLD_SIZE, and
+DPT_AS_GLOO=1 for the "dpt-as-gloo" run: BACKEND stays gloo, so every test PyTorch gates
+on the name gloo is selected, but init_process_group and new_group get backend "dpt"
+where the tests ask for gloo. Tests that check the backend's name or call
+ProcessGroupGloo-only methods (monitored_barrier) fail there by construction; the
+others are gloo's tests passed by dpt.
+For BACKEND=dpt, `import dpt_torch` registers the backend, and the suite's feature
+tables list "dpt" where they list gloo (ddp, subgroup, plugin, gpu, cuda): the same
+gates gloo passes through, so the same tests run. Tests that PyTorch gates on the name
+"gloo" itself stay skipped for dpt, with PyTorch's reason (docs/torch.md lists them).
+--start fork (default) starts each test's ranks by fork() from this already-imported
+process instead of spawning fresh interpreters: the tests are the same, the suite
+takes a fraction of the time.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import unittest
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--results", required=True)
+parser.add_argument("--start", choices=["fork", "spawn"], default="fork")
+parser.add_argument("tests", nargs="*", help="test names (default: all)")
+args, _ = parser.parse_known_args()
+
+BACKEND = os.environ["BACKEND"]
+import dataclasses  # noqa: E402
+
+import torch  # noqa: E402
+
+
+def import_sharded_tensor_on_python311():
+    """torch 1.13's distributed/_shard/sharded_tensor/metadata.py gives a dataclass field
+    the default TensorProperties(), an unhashable (mutable) instance, which Python 3.11's
+    dataclasses refuse with ValueError. Every DDP test imports it (the suite enables DDP
+    with ReplicatedTensor), so under Debian's Python 3.11 they fail before running, for
+    gloo as for dpt. Importing it once with TensorProperties made hashable restores
+    Python 3.10's behavior (one shared default); it changes nothing else."""
+    original = dataclasses.dataclass
+
+    def dataclass(cls=None, /, **kw):
+        def wrap(c):
+            if c.__name__ == "TensorProperties":
+                kw.setdefault("unsafe_hash", True)
+            return original(c, **kw)
+
+        return wrap if cls is None else wrap(cls)
+
+    dataclasses.dataclass = dataclass
+    try:
+        import torch.distributed._shard.sharded_tensor  # noqa: F401
+    finally:
+        dataclasses.dataclass = original
+
+
+import_sharded_tensor_on_python311()
+import torch.distributed as dist  # noqa: E402
+from torch.testing._internal import common_distributed  # noqa: E402
+
+if BACKEND == "dpt":
+    import dpt_torch  # noqa: F401,E402
+
+    features = common_distributed.DistTestCases.backend_feature
+    for key in ("gpu", "cuda", "ddp", "subgroup", "plugin"):
+        features[key].add("dpt")
+
+if os.environ.get("DPT_AS_GLOO") == "1":
+    import dpt_torch  # noqa: F401,E402
+
+    def as_dpt(backend):
+        return "dpt" if backend is not None and str(backend).lower() == "gloo" else backend
+
+    _init, _new_group = dist.init_process_group, dist.new_group
+
+    def init_process_group(backend, *a, **k):
+        return _init(as_dpt(backend), *a, **k)
+
+    def new_group(*a, backend=None, **k):
+        return _new_group(*a, backend=as_dpt(backend), **k)
+
+    dist.init_process_group, dist.new_group = init_process_group, new_group
+
+from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
+
+START = args.start
+
+
+class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        if START == "fork":
+            self._start_processes(torch.multiprocessing.get_context("fork").Process)
+        else:
+            self._spawn_processes()
+        torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
+
+
+class JsonResult(unittest.TextTestResult):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.out = open(args.results, "a")
+        self.t0 = 0.0
+
+    def startTest(self, test):
+        self.t0 = time.time()
+        super().startTest(test)
+
+    def _write(self, test, status, reason=""):
+        name = test.id().split(".")[-1]
+        rec = {"test": name, "status": status, "reason": reason.strip()[-2000:], "seconds": round(time.time() - self.t0, 1)}
+        self.out.write(json.dumps(rec) + "\n")
+        self.out.flush()
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._write(test, "passed")
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._write(test, "skipped", reason)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._write(test, "failed", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._write(test, "failed", self._exc_info_to_string(err, test))
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._write(test, "passed", "expected failure")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._write(test, "failed", "unexpected success")
+
+
+if __name__ == "__main__":
+    loader = unittest.TestLoader()
+    if args.tests:
+        suite = unittest.TestSuite(TestDistBackendWithSpawn(t) for t in args.tests)
+    else:
+        suite = loader.loadTestsFromTestCase(TestDistBackendWithSpawn)
+    runner = unittest.TextTestRunner(resultclass=JsonResult, verbosity=1, stream=sys.stderr)
+    result = runner.run(suite)
+    sys.exit(0)
