@@ -24,7 +24,7 @@ void check_label(int32_t label, size_t row, int64_t classes) {
 // Sixteen running maxima and sums are kept side by side so the loops vectorise without
 // reassociation flags (the sums' order is fixed, so results are deterministic).
 struct RowExp { float max, sum; };
-__attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default")))
+DPT_VECTOR_CLONES
 RowExp exp_row(const float* z, float* g, int64_t c) {
   constexpr int64_t kLanes = 16;
   float lane[kLanes];
@@ -52,7 +52,7 @@ RowExp exp_row(const float* z, float* g, int64_t c) {
   return {mx, sum};
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default")))
+DPT_VECTOR_CLONES
 void scale_row(float* g, int64_t c, float s) {
   for (int64_t j = 0; j < c; ++j) g[j] *= s;
 }

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "models/cuda/gpu_ops.h"
+#include "models/fast_math.h"
 #include "models/init.h"
 
 namespace dpt {
@@ -23,8 +24,8 @@ uint64_t dropout_draw_key(uint64_t layer_key, uint64_t step, uint64_t stream) {
   return mix64(layer_key ^ mix64(step * kGolden + mix64(stream + 1)));
 }
 
-// x86-64-v4 (AVX-512: 64-bit multiplies in vector registers) where the CPU has it.
-__attribute__((target_clones("arch=x86-64-v4", "default")))
+// DPT_VECTOR_CLONES: AVX-512 has 64-bit multiplies in vector registers.
+DPT_VECTOR_CLONES
 void dropout_apply(const float* x, float* y, size_t n, float p, uint64_t draw_key, uint64_t offset) {
   const uint32_t threshold = drop_threshold(p);
   const float scale = 1.0f / (1.0f - p);
