@@ -217,6 +217,14 @@ Algo Communicator::resolve_algo(const CollArgs& a) const {
   return algo::select(a, requested, size_, native_ok, native_ok && native_preferred(a), options_.thresholds);
 }
 
+bool Communicator::takes_device_collective(CollKind kind, DType dtype, size_t count, ReduceOp op) const {
+  CollArgs a;
+  a.kind = kind;
+  a.send = a.recv = Buffer{nullptr, count, dtype, Device{DeviceKind::cuda, 0}};
+  a.op = op;
+  return takes_device_buffers(a, resolve_algo(a));
+}
+
 void Communicator::run_blocking(CollArgs args) {
   check_args(args);
   if (args.algo == Algo::automatic) args.algo = options_.algo;

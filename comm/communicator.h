@@ -146,6 +146,10 @@ class Communicator {
 
   // Which algorithm a collective with these arguments would run (for logs and benches).
   Algo resolve_algo(const CollArgs& a) const;
+  // Whether a collective of this kind on CUDA buffers reaches the backend as device
+  // buffers (NCCL; a CUDA-aware MPI's native collectives) instead of being staged
+  // through pinned host memory. A trainer reduces gradients where that is cheaper.
+  bool takes_device_collective(CollKind kind, DType dtype, size_t count, ReduceOp op) const;
 
   // ---- for algorithms: raw point-to-point in the collectives' tag space ----
   WorkPtr isend_internal(const Buffer& buf, int peer, int64_t tag) { return do_isend(buf, peer, tag); }

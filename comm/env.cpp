@@ -48,6 +48,12 @@ const std::vector<Knob>& knobs() {
        "collective and host-to-device copy of successive segments overlap)"},
       {kEmulateDevice, "0",
        "tests only: 1 = cuda:0 is emulated with host memory, so the device-buffer paths run on a machine without a GPU"},
+      {kElasticSettleS, "10",
+       "elastic training: seconds a survivor waits for members that neither arrived nor were seen dead (a hung or "
+       "unreachable rank) before the next generation forms without them"},
+      {kElasticId, "", "elastic training (set by launch --elastic): this process's name for the job, e.g. n0.l2.i1"},
+      {kElasticMin, "", "elastic training (set by launch --elastic): the fewest members the job may shrink to"},
+      {kElasticMax, "", "elastic training (set by launch --elastic): the most members the job may grow to"},
       {"MASTER_ADDR", "127.0.0.1", "rendezvous host (rank 0 serves the store there)"},
       {"MASTER_PORT", "29500", "rendezvous port (under mpirun without it, a free port is agreed over MPI)"},
       {"RANK / WORLD_SIZE / LOCAL_RANK", "", "torchrun-style launch variables (also read: OMPI_COMM_WORLD_*, PMI_*, SLURM_*)"},

@@ -40,5 +40,9 @@ inline constexpr const char* kJobToken = "COMM_JOB_TOKEN";
 inline constexpr const char* kDebugCollectives = "COMM_DEBUG_COLLECTIVES";
 inline constexpr const char* kStagingSegmentBytes = "COMM_STAGING_SEGMENT_BYTES";
 inline constexpr const char* kEmulateDevice = "DPT_EMULATE_DEVICE";
+inline constexpr const char* kElasticId = "DPT_ELASTIC_ID";
+inline constexpr const char* kElasticMin = "DPT_ELASTIC_MIN";
+inline constexpr const char* kElasticMax = "DPT_ELASTIC_MAX";
+inline constexpr const char* kElasticSettleS = "COMM_ELASTIC_SETTLE_S";
 
 }  // namespace dpt::env

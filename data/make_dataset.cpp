@@ -6,6 +6,7 @@
 #include "data/fashion_mnist.h"
 #include "data/synthetic.h"
 #include "data/text_corpus.h"
+#include "data/text_docs.h"
 
 namespace dpt {
 
@@ -33,11 +34,21 @@ std::unique_ptr<Dataset> make_dataset(std::string_view name, Split split, const 
   if (name == "text") {
     return std::make_unique<TextCorpus>(o.path, split, o.seq_len, o.val_fraction, o.stride);
   }
+  if (name == "text-docs") {
+    TextDocsOptions d;
+    d.path = o.path;
+    d.format = o.doc_format;
+    d.jsonl_field = o.jsonl_field;
+    d.tokenizer_dir = o.tokenizer_dir;
+    d.seq_len = o.seq_len;
+    d.val_fraction = o.val_fraction;
+    return std::make_unique<TextDocs>(d, split);
+  }
   if (name == "synthetic") return make_synthetic(o.task, split, o);
   if (name == "synthetic-regression") return make_synthetic("regression", split, o);
   if (name == "synthetic-classification") return make_synthetic("classification", split, o);
   throw std::invalid_argument("unknown dataset '" + std::string(name) +
-                              "' (valid: fashion-mnist, cifar10, text, synthetic, "
+                              "' (valid: fashion-mnist, cifar10, text, text-docs, synthetic, "
                               "synthetic-regression, synthetic-classification)");
 }
 

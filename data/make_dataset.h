@@ -10,13 +10,17 @@
 namespace dpt {
 
 struct DatasetOptions {
-  // fashion-mnist, cifar10: the directory; text: a file or directory. Empty: the default
-  // (kFashionMnistDefaultDir, kCifar10DefaultDir, kFortunesDir).
+  // fashion-mnist, cifar10: the directory; text, text-docs: a file or directory. Empty: the
+  // default (kFashionMnistDefaultDir, kCifar10DefaultDir, kFortunesDir).
   std::string path;
-  // text
+  // text, text-docs
   size_t seq_len = 64;        // tokens per sample
   size_t stride = 0;          // spacing of window starts; 0 = seq_len (no overlap)
-  double val_fraction = 0.1;  // tail of the corpus held out for validation
+  double val_fraction = 0.1;  // text: tail held out; text-docs: 1 document in 1/f held out
+  // text-docs (text_docs.h): `path` is the data file or directory (empty: the fortunes)
+  std::string tokenizer_dir;  // empty: tokenizer::default_tokenizer_dir()
+  std::string jsonl_field;    // set: one JSON object per line, the document is this field
+  std::string doc_format;     // "lines" | "jsonl" | "fortunes" | "" (from the path and field)
   // synthetic
   std::string task = "regression";              // "regression" | "classification"
   size_t num_samples = 0;                       // 0: 1024 for train, 256 for test
@@ -25,7 +29,7 @@ struct DatasetOptions {
   uint64_t seed = 0;
 };
 
-// name: "fashion-mnist" | "cifar10" | "text" | "synthetic" (task from options) |
+// name: "fashion-mnist" | "cifar10" | "text" | "text-docs" | "synthetic" (task from options) |
 // "synthetic-regression" | "synthetic-classification". Unknown names throw
 // std::invalid_argument listing the valid ones; file problems throw DataError.
 std::unique_ptr<Dataset> make_dataset(std::string_view name, Split split,

@@ -41,22 +41,32 @@ DistributedSampler::DistributedSampler(size_t dataset_size, int num_replicas, in
   num_samples_ = drop_last ? dataset_size / r : (dataset_size + r - 1) / r;
 }
 
+void DistributedSampler::set_start(size_t position) {
+  if (position > dataset_size_)
+    throw std::invalid_argument("DistributedSampler: start position " + std::to_string(position) +
+                                " is past the dataset's " + std::to_string(dataset_size_) + " samples");
+  start_ = position;
+  const size_t left = dataset_size_ - start_, r = size_t(num_replicas_);
+  num_samples_ = drop_last_ ? left / r : (left + r - 1) / r;
+}
+
 std::vector<size_t> DistributedSampler::indices() const {
-  const size_t n = dataset_size_;
   const size_t r = size_t(num_replicas_);
   const size_t total = total_size();
   std::vector<size_t> order;
   if (shuffle_) {
-    order = shuffled_range(n, seed_ + epoch_);  // unsigned wrap-around is well defined
+    order = shuffled_range(dataset_size_, seed_ + epoch_);  // unsigned wrap-around is well defined
   } else {
-    order.resize(n);
+    order.resize(dataset_size_);
     std::iota(order.begin(), order.end(), size_t(0));
   }
-  // Padding (total >= n) repeats the order from its start; position p maps to order[p % n].
-  // Trimming (total <= n) just never reads past total. n == 0 implies total == 0.
+  // The pass covers order[start_, N). Padding (total > N - start_) repeats the order
+  // from its start: position p of the pass maps to order[(start_ + p) % N]. Trimming
+  // (drop_last) just never reads past total. N == start_ implies total == 0.
+  const size_t n = dataset_size_;
   std::vector<size_t> mine;
   mine.reserve(num_samples_);
-  for (size_t p = size_t(rank_); p < total; p += r) mine.push_back(order[p % n]);
+  for (size_t p = size_t(rank_); p < total; p += r) mine.push_back(order[(start_ + p) % n]);
   return mine;
 }
 

@@ -9,6 +9,16 @@
 //                from its start (as many times over as needed when N < total_size - N);
 //                with drop_last its tail beyond total_size is cut.
 //   rank r takes order[r], order[r + R], order[r + 2R], ...
+//   start        a position in the epoch's order where this pass begins (0: the whole
+//                epoch, exactly PyTorch's sampler). The pass covers order[start, N):
+//                num_samples = ceil((N - start) / R) (floor with drop_last), and rank r
+//                takes positions start + r, start + r + R, ... of the order repeated
+//                from its start (so padding repeats order[0, ...) as without a start).
+//                After k steps of B samples per rank, R ranks have consumed exactly
+//                order[0, k*R*B), so a pass that starts there at another world size R'
+//                sees every sample not yet consumed this epoch, once (the elastic
+//                trainer's re-sharding; a checkpoint's resume at another world size);
+//                at the same world size it is the rest of the uninterrupted pass.
 // The permutation is Fisher-Yates driven by std::mt19937_64(seed + epoch) with unbiased
 // rejection sampling (data/rng.h): deterministic on every platform, but not the same
 // permutation as torch.randperm, whose generator is different.
@@ -27,6 +37,10 @@ class DistributedSampler {
   // Like PyTorch: call before each epoch, or every epoch reuses epoch 0's order.
   void set_epoch(uint64_t epoch) { epoch_ = epoch; }
   uint64_t epoch() const { return epoch_; }
+  // Begins the pass at `position` of the epoch's order (<= dataset_size, else
+  // std::invalid_argument); 0 by default.
+  void set_start(size_t position);
+  size_t start() const { return start_; }
 
   // This rank's indices for the current epoch, num_samples() of them.
   std::vector<size_t> indices() const;
@@ -46,6 +60,7 @@ class DistributedSampler {
   uint64_t seed_;
   bool drop_last_;
   uint64_t epoch_ = 0;
+  size_t start_ = 0;
   size_t num_samples_;
 };
 

@@ -4,10 +4,10 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 #include "data/data_error.h"
+#include "data/read_file.h"
 
 namespace dpt {
 
@@ -20,45 +20,32 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-void append_file(const std::string& path, std::vector<uint8_t>& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_data_error(path, "cannot open for reading");
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size < 0) throw_data_error(path, "cannot determine file size");
-  const size_t old = out.size();
-  out.resize(old + size_t(size));
-  if (!in.read(reinterpret_cast<char*>(out.data() + old), size)) {
-    throw_data_error(path, "read failed after " + std::to_string(in.gcount()) + " bytes");
-  }
-}
-
 }  // namespace
 
-std::vector<uint8_t> read_text_corpus(const std::string& path) {
+std::vector<std::string> text_corpus_files(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) throw_data_error(path, "text corpus not found");
-  std::vector<uint8_t> out;
-  if (!fs::is_directory(st)) {
-    append_file(path, out);
-  } else {
-    std::vector<std::string> files;
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-      const std::string fname = entry.path().filename().string();
-      // .u8 files are symlinks to the text files and .dat files are fortune's binary
-      // offset tables: either would duplicate or pollute the text.
-      if (entry.is_symlink() || !entry.is_regular_file() || fname.empty() || fname[0] == '.' ||
-          ends_with(fname, ".dat") || ends_with(fname, ".u8")) {
-        continue;
-      }
-      files.push_back(entry.path().string());
+  if (!fs::is_directory(st)) return {path};
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string fname = entry.path().filename().string();
+    // .u8 files are symlinks to the text files and .dat files are fortune's binary
+    // offset tables: either would duplicate or pollute the text.
+    if (entry.is_symlink() || !entry.is_regular_file() || fname.empty() || fname[0] == '.' ||
+        ends_with(fname, ".dat") || ends_with(fname, ".u8")) {
+      continue;
     }
-    if (ec) throw_data_error(path, "cannot list directory: " + ec.message());
-    std::sort(files.begin(), files.end());  // directory order is arbitrary; names are not
-    for (const auto& f : files) append_file(f, out);
+    files.push_back(entry.path().string());
   }
+  if (ec) throw_data_error(path, "cannot list directory: " + ec.message());
+  std::sort(files.begin(), files.end());  // directory order is arbitrary; names are not
+  return files;
+}
+
+std::vector<uint8_t> read_text_corpus(const std::string& path) {
+  std::vector<uint8_t> out;
+  for (const auto& f : text_corpus_files(path)) append_file(f, out);
   if (out.empty()) throw_data_error(path, "text corpus is empty");
   return out;
 }

@@ -21,6 +21,8 @@ inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 // order, skipping hidden files, symlinks, subdirectories and the *.dat / *.u8 files of
 // fortune(6). Throws DataError if nothing readable is found.
 std::vector<uint8_t> read_text_corpus(const std::string& path);
+// The files read_text_corpus reads, in that order (`path` itself if it is not a directory).
+std::vector<std::string> text_corpus_files(const std::string& path);
 
 // Entropy of the byte frequency distribution, -sum p log p, in nats per byte: the loss of
 // the best model that ignores context, the yardstick for a language model's loss.

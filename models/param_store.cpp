@@ -48,10 +48,12 @@ void ParamStore::attach_device() {
 
 void ParamStore::upload_params(size_t begin, size_t end) {
   gpu::upload(device_params_.data() + begin, params_.data() + begin, (end - begin) * sizeof(float));
+  uploaded_ += (end - begin) * sizeof(float);
 }
 
 void ParamStore::download_grads(size_t begin, size_t end) {
   gpu::download(grads_.data() + begin, device_grads_.data() + begin, (end - begin) * sizeof(float));
+  downloaded_ += (end - begin) * sizeof(float);
 }
 
 void ParamStore::zero_device_grads() {

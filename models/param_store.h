@@ -84,6 +84,10 @@ class ParamStore {
   // range's device gradients down to the host; all device gradients to zero.
   void upload_params(size_t begin, size_t end);
   void download_grads(size_t begin, size_t end);
+  // Bytes moved by upload_params and download_grads since the start (PCIe traffic of
+  // the mirror, which trainers report per step).
+  uint64_t uploaded_bytes() const { return uploaded_; }
+  uint64_t downloaded_bytes() const { return downloaded_; }
   void zero_device_grads();
   size_t device_bytes() const { return device_params_.capacity_bytes() + device_grads_.capacity_bytes(); }
 
@@ -94,6 +98,7 @@ class ParamStore {
   DeviceFloats device_params_, device_grads_;
   size_t total_ = 0;
   bool finalized_ = false;
+  uint64_t uploaded_ = 0, downloaded_ = 0;
 };
 
 }  // namespace dpt

@@ -1,11 +1,10 @@
 #pragma once
 // The distributed training loop behind build/bin/train: one replica per rank, data
-// sharded by DistributedSampler, gradients synchronized by DistributedDataParallel,
-// evaluation sharded and reduced, checkpoints and resume, and the run-time backend
-// switch. A reader can follow one step top to bottom in DistTrainer::run().
-// With zero_stage 1, 2 or 3 a ZeroOptimizer (zero_optimizer.h) takes DDP's place: the
-// optimizer is built for this rank's shard, checkpoints hold one optimizer file per
-// rank (zero_checkpoint.h) and resume at any world size.
+// sharded by DistributedSampler, gradients and parameters synchronized by one
+// ParallelStrategy (DDP or ZeRO-1/2/3, parallel_strategy.h), evaluation sharded and
+// reduced, checkpoints and resume, and the run-time backend switch. A reader can
+// follow one step top to bottom in DistTrainer::run(); nothing in it depends on which
+// strategy runs.
 //
 // Terms:
 //   step         one optimizer update = grad_accum micro-steps of batch_size samples per rank.
@@ -22,15 +21,15 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/elastic_membership.h"
 #include "data/dataset.h"
 #include "models/model_config.h"
 #include "models/module.h"
-#include "optim/ddp.h"
 #include "optim/lr_schedule.h"
-#include "optim/master_weights.h"
 #include "optim/optimizer.h"
+#include "optim/parallel_strategy.h"
+#include "optim/trainer_common.h"
 #include "optim/zero_memory.h"
-#include "optim/zero_optimizer.h"
 
 namespace dpt {
 
@@ -50,9 +49,7 @@ struct DistTrainConfig {
   float clip_norm = 0;
   uint64_t seed = 0;
   bool shuffle = true;
-  DdpConfig ddp;
-  int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
-  DType precision = DType::f32;  // f32, or bf16: bf16 working weights, fp32 master (master_weights.h)
+  StrategyConfig parallel;       // ZeRO stage (0: DDP), buckets, overlap, wire, precision
   std::string device = "cpu";    // cuda: the model computes on GPU LOCAL_RANK mod count (Module::to_cuda)
   std::string checkpoint_dir;    // non-empty: save here
   int64_t save_every = 0;        // steps between checkpoints (0: only at the end)
@@ -63,6 +60,32 @@ struct DistTrainConfig {
   int64_t exit_after_step = 0;   // test hook: die abruptly (as a crash) after this step
   int uneven_rank = -1;          // test hook: this rank's data ends after uneven_batches
   int64_t uneven_batches = 0;    //   micro-batches per epoch (uneven inputs)
+  bool elastic_join = false;     // elastic: this process joins a running job (state comes from the members)
+  std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
+};
+
+// Elastic training (train --elastic, docs/elastic.md): when a peer dies the survivors
+// agree on the next generation's membership through the rendezvous store, build its
+// communicator, and go on from the most advanced survivor's state; processes waiting
+// to join are taken in at a step boundary the same way.
+struct ElasticContext {
+  ElasticRendezvous* rendezvous = nullptr;
+  Membership membership;  // this process's current generation
+  // Builds the communicator of a generation this process is a member of.
+  std::function<std::unique_ptr<Communicator>(const Membership&)> make_comm;
+  Millis join_check{1000};  // how often rank 0 asks the store whether someone waits to join
+};
+
+// A membership change, as the log and --metrics-out record it.
+struct MembershipChange {
+  int generation = 0;
+  int world_size = 0;
+  std::vector<std::string> lost;    // ids that left (died, hung, unreachable)
+  int joined = 0;                   // newcomers taken in
+  int64_t resumed_after_step = 0;   // the step the group goes on from
+  int64_t lost_steps = 0;           // completed steps the survivors had to give up
+  double recovery_s = 0;            // from the failure seen here to the new group's state in place
+  std::string reason;
 };
 
 // Thrown after config.exit_after_step steps so a test can kill the run at a known
@@ -79,12 +102,14 @@ struct StepLog {
   double samples_per_s = 0;      // global
   double comm_s = 0, exposed_s = 0;  // of the last step
   int64_t comm_bytes = 0;        // of the last step (CommStats::bytes)
+  int world_size = 0;
+  size_t sample_begin = 0, sample_end = 0;  // the step's positions in the epoch's order (all ranks)
 };
 
-struct EvalResult {
-  double loss = 0;
-  double accuracy = -1;          // < 0: not a classifier
-  size_t samples = 0;
+// Host<->device bytes of a step on CUDA: the model mirror's parameter uploads and
+// gradient downloads plus what the communicator's staging copied (0 on the CPU).
+struct PcieBytes {
+  uint64_t to_host = 0, to_device = 0;
 };
 
 struct TrainSummary {
@@ -97,6 +122,22 @@ struct TrainSummary {
   double last_loss = 0;
   double step_s = 0;             // mean wall time of one step (forward to parameters updated)
   double comm_bytes_per_step = 0;  // gradient sync + parameter allgather bytes this rank handed to the communicator, per step
+  std::string backend;           // the communicator in use at the end (after any switch)
+  PcieBytes pcie_per_step;       // mean over the steps run
+  int world_size = 0;            // at the end (elastic: after any membership change)
+  int recoveries = 0;            // elastic: membership changes after a failure
+  int64_t lost_steps = 0;        // elastic: completed steps given up in those
+};
+
+// What run() reports as it goes; every callback fires on every rank (print on rank 0).
+struct TrainCallbacks {
+  std::function<void(const StepLog&)> on_log;
+  std::function<void(int64_t step, const EvalResult&)> on_eval;
+  std::function<void(const std::string&)> on_event;  // e.g. "switched to backend mpi after step 12"
+  std::function<void(const MembershipChange&)> on_membership;  // elastic
+  // Test hook: called inside each step at "forward", "backward", "sync" (gradients in
+  // flight, before waiting for them) and "update" (before the optimizer step).
+  std::function<void(int64_t step, const char* phase)> on_phase;
 };
 
 class DistTrainer {
@@ -104,46 +145,61 @@ class DistTrainer {
   DistTrainer(DistTrainConfig config, Communicator& comm);
   ~DistTrainer();
 
-  // Runs the configured epochs/steps. Callbacks fire on every rank (print on rank 0).
-  TrainSummary run(const std::function<void(const StepLog&)>& on_log,
-                   const std::function<void(int64_t step, const EvalResult&)>& on_eval);
+  // Runs the configured epochs/steps.
+  TrainSummary run(const TrainCallbacks& callbacks);
   EvalResult evaluate();
   // The backend switch: from now on communicate over `comm` (same ranks, same size).
   void set_communicator(Communicator& comm);
-  // Schedules a switch before step `at_step` to a communicator made by `make`.
+  // Schedules a switch once `at_step` steps are done, to a communicator made by `make`.
   void schedule_switch(int64_t at_step, std::function<std::unique_ptr<Communicator>()> make);
+  // The communicator in use now.
+  Communicator& communicator() const { return *comm_; }
+  // Elastic: from now on a communicator failure re-forms the group instead of ending
+  // the run (only with a strategy that supports it).
+  void enable_elastic(ElasticContext context);
 
   Module& model() { return *model_; }
   const Dataset& train_set() const { return *train_; }
-  size_t num_buckets() const { return zero_ ? zero_->num_buckets() : ddp_->num_buckets(); }
-  int zero_stage() const { return config_.zero_stage; }
+  ParallelStrategy& strategy() { return *strategy_; }
+  size_t num_buckets() const { return strategy_->num_buckets(); }
   // Model-state bytes of this rank, counted from the buffers (zero_memory.h).
-  ModelStateBytes memory_bytes();
+  ModelStateBytes memory_bytes() const { return strategy_->memory_bytes(); }
   void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
   std::string final_model_path() const;
 
  private:
+  // What a run accumulates over its steps (for the summary and the log lines).
+  struct Totals {
+    double train_time = 0;
+    int64_t samples_done = 0, steps_run = 0, comm_bytes = 0;
+    PcieBytes pcie;
+    TrainSummary sum;
+  };
   bool load_latest_checkpoint();
-  // Collective: all parameters on every rank at full precision (the masters in mixed
-  // precision), for a checkpoint; working_parameters() returns to the training state.
-  void full_precision_parameters() const;
-  void working_parameters() const;
+  // One optimizer step on the fetched micro-batches; returns the loss sum and samples.
+  std::pair<double, double> train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb);
+  // Elastic (dist_trainer_elastic.cpp): leaves the failed (or, planned, the current)
+  // communicator, forms the next generation and continues from its state.
+  void reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t);
+  // Collective on a new generation's communicator: every member takes the state of the
+  // most advanced one (joiners bring none). Returns the lost steps.
+  int64_t sync_state(bool have_state);
+  bool joiners_waiting();
 
   DistTrainConfig config_;
   Communicator* comm_;
   std::unique_ptr<Module> model_;
   std::unique_ptr<Dataset> train_, test_;
-  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<DistributedDataParallel> ddp_;  // stage 0
-  std::unique_ptr<ZeroOptimizer> zero_;           // stages 1, 2, 3
-  std::unique_ptr<MasterWeights> master_;         // stage 0 in mixed precision (ZeRO keeps its own)
+  std::unique_ptr<ParallelStrategy> strategy_;
   int64_t step_ = 0;
-  int start_epoch_ = 0;
-  int64_t skip_batches_ = 0;     // resume: micro-batches of start_epoch_ already consumed
+  int epoch_ = 0;
+  size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/sampler.h)
   int64_t switch_at_ = -1;
   std::function<std::unique_ptr<Communicator>()> make_switch_;
   std::unique_ptr<Communicator> owned_comm_;
+  std::unique_ptr<ElasticContext> elastic_;
+  std::chrono::steady_clock::time_point last_join_check_{};
 };
 
 }  // namespace dpt

@@ -24,12 +24,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::string default_dataset(const std::string& model) {
-  if (model == "gpt") return "text";
-  if (model == "toy") return "synthetic-regression";
-  return "fashion-mnist";
-}
-
 std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0, double e = 0) {
   char buf[256];
   std::snprintf(buf, sizeof buf, fmt, a, b, c, d, e);
@@ -37,55 +31,6 @@ std::string format(const char* fmt, double a, double b = 0, double c = 0, double
 }
 
 }  // namespace
-
-ModelInput model_input(const Batch& b) {
-  ModelInput in;
-  in.n = static_cast<int64_t>(b.n);
-  in.sample_shape = b.sample_shape;
-  if (!b.tokens.empty()) in.tokens = b.tokens.data();
-  if (!b.x.empty()) in.x = b.x.data();
-  return in;
-}
-
-ModelTarget model_target(const Batch& b) {
-  ModelTarget t;
-  if (!b.labels.empty()) t.labels = b.labels.data();
-  if (!b.targets.empty()) t.values = b.targets.data();
-  return t;
-}
-
-Evaluation evaluate(Module& model, const Dataset& dataset, size_t batch_size, size_t max_samples) {
-  const size_t n = max_samples > 0 ? std::min(max_samples, dataset.size()) : dataset.size();
-  Evaluation ev;
-  double loss_sum = 0;
-  size_t correct = 0;
-  bool classifier = false;
-  Batch batch;
-  std::vector<size_t> idx;
-  for (size_t start = 0; start < n; start += batch_size) {
-    const size_t count = std::min(batch_size, n - start);
-    idx.resize(count);
-    std::iota(idx.begin(), idx.end(), start);
-    dataset.fill(idx, batch);
-    model.forward(model_input(batch), false);
-    loss_sum += static_cast<double>(model.loss(model_target(batch))) * static_cast<double>(count);
-    const Tensor& out = model.host_output();
-    // Accuracy for classifiers: one row of logits per sample.
-    if (!batch.labels.empty() && !model.takes_tokens() && batch.labels.size() == count) {
-      classifier = true;
-      const int64_t c = out.last_dim();
-      for (size_t i = 0; i < count; ++i) {
-        const float* row = out.data() + i * static_cast<size_t>(c);
-        const auto pred = std::max_element(row, row + c) - row;
-        correct += pred == batch.labels[i];
-      }
-    }
-  }
-  ev.samples = n;
-  ev.loss = n ? loss_sum / static_cast<double>(n) : 0.0;
-  if (classifier) ev.accuracy = static_cast<double>(correct) / static_cast<double>(n);
-  return ev;
-}
 
 GemmRecorder record_step_gemms(Module& model, const Batch& batch) {
   GemmRecorder rec;
@@ -98,7 +43,6 @@ GemmRecorder record_step_gemms(Module& model, const Batch& batch) {
 }
 
 LocalTrainer::LocalTrainer(LocalTrainConfig config) : config_(std::move(config)) {
-  if (config_.model == "gpt" && config_.dataset.empty()) config_.dataset = "text";
   if (config_.dataset.empty()) config_.dataset = default_dataset(config_.model);
   DatasetOptions opts;
   opts.path = config_.data_path;
@@ -143,7 +87,7 @@ float LocalTrainer::train_step(const Batch& batch) {
   return loss;
 }
 
-Evaluation LocalTrainer::evaluate_held_out() {
+EvalResult LocalTrainer::evaluate_held_out() {
   return evaluate(*model_, *test_, config_.eval_batch_size, config_.max_eval_samples);
 }
 
@@ -205,7 +149,7 @@ LocalTrainResult LocalTrainer::run() {
     total_seconds += rep.train_seconds;
     total_samples += samples;
     log(format("epoch %.0f  train loss %.4f  held-out loss %.4f  acc %.4f  (%.1f s)", epoch,
-               rep.train_loss, rep.eval.loss, rep.eval.accuracy, wall));
+               rep.train_loss, rep.eval.loss, rep.eval.accuracy.value_or(std::nan("")), wall));
     result.epochs.push_back(rep);
   }
   result.samples_per_s = total_seconds > 0 ? total_samples / total_seconds : 0.0;

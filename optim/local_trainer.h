@@ -1,6 +1,6 @@
 // The single-process training path: model + dataset + optimizer, epochs over a
 // DataLoader, evaluation, and the speed figures. The distributed trainer reuses its
-// pieces (batch conversion, evaluate, the GEMM measurement) and adds communication
+// pieces (trainer_common.h: batch conversion, evaluation; the GEMM measurement) and adds communication
 // between backward and the optimizer step.
 //
 // Terms:
@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +28,7 @@
 #include "models/module.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "optim/trainer_common.h"
 
 namespace dpt {
 
@@ -58,17 +58,11 @@ struct LocalTrainConfig {
   std::function<void(const std::string&)> on_log;  // progress lines
 };
 
-struct Evaluation {
-  double loss = 0;                 // mean loss (nats per token for language models)
-  double accuracy = std::numeric_limits<double>::quiet_NaN();  // classifiers only
-  size_t samples = 0;
-};
-
 struct EpochReport {
   int epoch = 0;
   int64_t steps = 0;
   double train_loss = 0;           // mean over the epoch's steps
-  Evaluation eval;
+  EvalResult eval;
   double train_seconds = 0;
   double samples_per_s = 0;
   double achieved_gflops = 0;
@@ -84,13 +78,6 @@ struct LocalTrainResult {
   size_t num_params = 0;
 };
 
-// Views of a Batch as model input and loss target (no copies).
-ModelInput model_input(const Batch& b);
-ModelTarget model_target(const Batch& b);
-
-// Mean loss and (for classifiers) accuracy over `dataset`, in order, no gradients.
-Evaluation evaluate(Module& model, const Dataset& dataset, size_t batch_size, size_t max_samples = 0);
-
 // Records the GEMM calls of one training step on `batch` (gradients are zeroed after).
 GemmRecorder record_step_gemms(Module& model, const Batch& batch);
 
@@ -102,7 +89,7 @@ class LocalTrainer {
   LocalTrainResult run();
   // One step on a batch: forward, loss, backward, clip, optimizer step. Returns the loss.
   float train_step(const Batch& batch);
-  Evaluation evaluate_held_out();
+  EvalResult evaluate_held_out();
   // Language models: continue `prompt` by n bytes.
   std::string generate(const std::string& prompt, int64_t n, float temperature, uint64_t seed);
 

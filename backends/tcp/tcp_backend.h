@@ -28,4 +28,23 @@ struct TcpBootstrap {
 // environment values.
 std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& bootstrap, CommOptions options);
 
+// For a framework whose ranks already share a key-value store (PyTorch's c10d store,
+// through an adapter): the same rendezvous, mesh and shared-memory setup, run in
+// `store`. The store is kept for the communicator's lifetime; `prefix` names this
+// communicator's keys in it (distinct per communicator made in one store), and
+// `comm_id`, equal on every rank, is checked when peers connect (frame.h's hello).
+struct TcpStoreRendezvous {
+  int rank = 0;
+  int world_size = 1;
+  std::shared_ptr<Store> store;
+  std::string prefix = "tcp";
+  uint64_t comm_id = 0;
+  // Where the other ranks are reached from (an address or host name; chooses the
+  // interface to listen on, as MASTER_ADDR does); COMM_TCP_ADDR/COMM_TCP_IFNAME win.
+  std::string peer_hint = "127.0.0.1";
+  std::string job_token;  // every mesh connection proves it (comm/job_token.h)
+  Millis timeout{120000}; // rendezvous deadline
+};
+std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRendezvous& r, CommOptions options);
+
 }  // namespace dpt

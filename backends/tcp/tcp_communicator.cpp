@@ -17,7 +17,7 @@ std::chrono::microseconds tcp_shm_spin_from_env() {
 }
 
 TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
-                                 std::unique_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
+                                 std::shared_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
                                  std::vector<tcp::ShmChannelPtr> shm, std::unique_ptr<tcp::ShmArena> arena)
     : Communicator(rank, size, options), store_(std::move(store)), server_(std::move(server)) {
   tcp::EngineConfig cfg;

@@ -20,7 +20,7 @@ class TcpCommunicator : public Communicator {
   // for the communicator's lifetime (rank 0 serves the store others may still read).
   // `shm[r]`, when set, carries the frames to rank r (from setup_shm_channels).
   TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
-                  std::unique_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
+                  std::shared_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
                   std::vector<tcp::ShmChannelPtr> shm = {}, std::unique_ptr<tcp::ShmArena> arena = nullptr);
   ~TcpCommunicator() override;
 
@@ -40,7 +40,7 @@ class TcpCommunicator : public Communicator {
   void run_native(const CollArgs& a) override;
 
  private:
-  std::unique_ptr<Store> store_;
+  std::shared_ptr<Store> store_;
   std::shared_ptr<TcpStoreServer> server_;
   std::unique_ptr<tcp::ProgressEngine> engine_;
   std::unique_ptr<tcp::ShmCollectives> shm_coll_;  // one collective at a time (Communicator)

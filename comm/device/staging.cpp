@@ -1,12 +1,23 @@
 #include "comm/device/staging.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
 #include "comm/env.h"
 
 namespace dpt::device {
+
+namespace {
+std::atomic<uint64_t> g_to_host{0}, g_to_device{0};
+void count_to_host(size_t bytes) { g_to_host.fetch_add(bytes, std::memory_order_relaxed); }
+void count_to_device(size_t bytes) { g_to_device.fetch_add(bytes, std::memory_order_relaxed); }
+}  // namespace
+
+StagedBytes staged_bytes() {
+  return {g_to_host.load(std::memory_order_relaxed), g_to_device.load(std::memory_order_relaxed)};
+}
 
 namespace {
 
@@ -103,12 +114,18 @@ void DeviceStaging::run_whole(const CollArgs& a, int rank, const std::function<v
   const CollArgs h = host_images(a, live, send_image_, recv_image_);
   const Device& d = on_device(a.send) ? a.send.device : a.recv.device;
   CopyStream& s = stream_for(d);
-  if (live.send_in && h.send.data != a.send.data) s.copy_async(h.send.data, a.send.data, a.send.bytes());
+  if (live.send_in && h.send.data != a.send.data) {
+    s.copy_async(h.send.data, a.send.data, a.send.bytes());
+    count_to_host(a.send.bytes());
+  }
   // An in-place output whose input was not live (none today) would still need its old
   // contents; copying recv in when it aliases send is already covered above.
   s.synchronize();
   host_run(h);
-  if (live.recv_out && h.recv.data != a.recv.data) s.copy_async(a.recv.data, h.recv.data, a.recv.bytes());
+  if (live.recv_out && h.recv.data != a.recv.data) {
+    s.copy_async(a.recv.data, h.recv.data, a.recv.bytes());
+    count_to_device(a.recv.bytes());
+  }
   s.synchronize();
 }
 
@@ -127,7 +144,10 @@ void DeviceStaging::run_segmented(const CollArgs& a, int rank,
   std::vector<size_t> ready;
   for (size_t off = 0; off < n; off += seg) {
     const size_t m = std::min(seg, n - off);
-    if (copy_in) s.copy_async(h.send.slice(off, m).data, a.send.slice(off, m).data, m * esize);
+    if (copy_in) {
+      s.copy_async(h.send.slice(off, m).data, a.send.slice(off, m).data, m * esize);
+      count_to_host(m * esize);
+    }
     ready.push_back(s.mark());
   }
   size_t k = 0;
@@ -140,7 +160,10 @@ void DeviceStaging::run_segmented(const CollArgs& a, int rank,
     part.recv = live.recv_out || a.kind == CollKind::broadcast ? h.recv.slice(off, m) : h.recv;
     if (a.kind == CollKind::broadcast) part.send = part.recv = h.send.slice(off, m);
     host_run(part);
-    if (copy_out) s.copy_async(a.recv.slice(off, m).data, h.recv.slice(off, m).data, m * esize);
+    if (copy_out) {
+      s.copy_async(a.recv.slice(off, m).data, h.recv.slice(off, m).data, m * esize);
+      count_to_device(m * esize);
+    }
   }
   s.synchronize();
 }
@@ -187,6 +210,7 @@ WorkPtr staged_isend(const Buffer& buf, const std::function<WorkPtr(const Buffer
   auto image = std::make_shared<std::vector<char>>(buf.bytes());
   set_current(buf.device);
   copy(image->data(), buf.data, buf.bytes());
+  count_to_host(buf.bytes());
   WorkPtr inner = send(on_host(buf, image->data()));
   return std::make_shared<StagedWork>(std::move(inner), std::move(image), nullptr);
 }
@@ -199,6 +223,7 @@ WorkPtr staged_irecv(const Buffer& buf, const std::function<WorkPtr(const Buffer
   return std::make_shared<StagedWork>(std::move(inner), std::move(image), [dev, host] {
     set_current(dev.device);
     copy(dev.data, host, dev.bytes());
+    count_to_device(dev.bytes());
   });
 }
 

@@ -26,6 +26,13 @@ namespace dpt::device {
 // True if a live buffer of `a` (on this rank) is device memory.
 bool has_device_buffer(const CollArgs& a, int rank);
 
+// Bytes the staging paths of this process copied so far, device to host and host to
+// device (what a trainer reports as PCIe traffic besides its own uploads/downloads).
+struct StagedBytes {
+  uint64_t to_host = 0, to_device = 0;
+};
+StagedBytes staged_bytes();
+
 class DeviceStaging {
  public:
   DeviceStaging();

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Kill during save: a 2-rank tcp GPT run saving every step is SIGKILLed (rank 0, the
 # writer) while a checkpoint file is being written, ROUNDS times at random moments, each
-# round resuming from what the previous one left. After every kill, `latest` must name a
-# complete checkpoint from which the next round resumes at the following step; at the end
+# round resuming from what the previous one left. Each kill lands while one of rank 0's
+# temp files exists (rank 0 is frozen with SIGSTOP first and the file checked again).
+# After every kill, `latest` must name a complete checkpoint from which the next round
+# resumes at the following step; at the end
 # a `--resume --steps N+1` run must finish. Left-over temp files (and a planted decoy)
 # must never be taken for a checkpoint.
 # Usage: fault_kill_during_save.sh LAUNCH TRAIN [ROUNDS]
@@ -37,12 +39,20 @@ for round in $(seq 1 "$rounds"); do
   pid=$(rank0_of "$launcher")
   [[ -n $pid ]] || fail "round $round: rank 0 is not running"
   # Then the moment one of its temp files (named .tmp.<pid>) exists: a save is in flight.
+  # Freeze rank 0 (SIGSTOP) and look again: only a kill while a temp file still exists
+  # lands inside a save; otherwise let it run on and wait for the next one.
   inflight=""
-  for _ in $(seq 1 2000); do
+  for _ in $(seq 1 5000); do
     mapfile -t tmps < <(compgen -G "$ckpt/step_*/*.tmp.$pid")
-    ((${#tmps[@]} > 0)) && { inflight=${tmps[-1]#"$ckpt"/}; break; }
+    if ((${#tmps[@]} > 0)); then
+      kill -STOP "$pid"
+      mapfile -t tmps < <(compgen -G "$ckpt/step_*/*.tmp.$pid")
+      ((${#tmps[@]} > 0)) && { inflight=${tmps[-1]#"$ckpt"/}; break; }
+      kill -CONT "$pid"
+    fi
     sleep 0.002
   done
+  [[ -n $inflight ]] || { kill -CONT "$pid"; fail "round $round: rank 0 was never caught with a temp file (no save in flight)"; }
   kill -KILL "$pid"
   wait "$launcher" && fail "round $round: the job exited 0 after rank 0 was killed"
   launcher=""
@@ -52,7 +62,7 @@ for round in $(seq 1 "$rounds"); do
   # The resume of this round (rounds > 1) started right after the previous one's latest.
   if ((prev > 0)) && ! grep -qE "^(\[rank 0\] )?step +$((prev + 1)) " "$work/r$round.log"; then
     tail -n 20 "$work/r$round.log"; fail "round $round: the resume did not continue at step $((prev + 1))"; fi
-  echo "round $round: killed rank 0 writing ${inflight:-<between files>}; latest -> step_$now"
+  echo "round $round: killed rank 0 writing $inflight; latest -> step_$now"
   prev=$now
 done
 

@@ -8,6 +8,11 @@ target_link_libraries(tcp_store_test PRIVATE dpt_tcp_test_catch_main dpt_comm dp
 add_test(NAME tcp_store COMMAND tcp_store_test)
 set_tests_properties(tcp_store PROPERTIES TIMEOUT 120)
 
+add_executable(elastic_membership_test elastic_membership_test.cpp)
+target_link_libraries(elastic_membership_test PRIVATE dpt_tcp_test_catch_main dpt_comm dpt_warnings)
+add_test(NAME elastic.membership COMMAND elastic_membership_test)
+set_tests_properties(elastic.membership PROPERTIES TIMEOUT 120 LABELS elastic)
+
 add_executable(tcp_frame_test tcp_frame_test.cpp)
 target_link_libraries(tcp_frame_test PRIVATE dpt_tcp_test_catch_main dpt_backend_tcp dpt_warnings)
 add_test(NAME tcp_frame COMMAND tcp_frame_test)

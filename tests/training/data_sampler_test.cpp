@@ -145,3 +145,42 @@ TEST_CASE("sampler: invalid arguments", "[sampler]") {
   CHECK(empty.indices().empty());
   CHECK(empty.num_samples() == 0);
 }
+
+TEST_CASE("sampler: a pass from a start position re-shards what is left of the epoch", "[sampler]") {
+  // 4 ranks x 2 samples per step, 3 steps: order[0, 24) consumed. 3 ranks go on from 24:
+  // together they take order[24, 40) once each (16 left: 6 per rank, padded by 2).
+  const size_t n = 40;
+  std::vector<size_t> order = dpt::shuffled_range(n, 7 + 1);
+  std::multiset<size_t> seen;
+  for (int k = 0; k < 4; ++k) {
+    DistributedSampler s(n, 4, k, true, 7);
+    s.set_epoch(1);
+    const V mine = s.indices();
+    for (size_t j = 0; j < 3 * 2; ++j) seen.insert(mine[j]);  // 3 steps of batch 2
+  }
+  for (int k = 0; k < 3; ++k) {
+    DistributedSampler s(n, 3, k, true, 7);
+    s.set_epoch(1);
+    s.set_start(24);
+    CHECK(s.num_samples() == 6);
+    const V mine = s.indices();
+    REQUIRE(mine.size() == 6);
+    CHECK(mine[0] == order[24 + size_t(k)]);  // rank k starts at start + k, stride 3
+    CHECK(mine[1] == order[24 + size_t(k) + 3]);
+    for (size_t j = 0; j < 5; ++j) seen.insert(mine[j]);  // 16 = 5 + 5 + 5 + 1 real ones...
+    if (k == 0) seen.insert(mine[5]);                     // ... the 16th is rank 0's last
+  }
+  // Every index of the epoch exactly once: the first pass's 24 and the 16 left.
+  CHECK(seen.size() == n);
+  for (size_t i = 0; i < n; ++i) CHECK(seen.count(i) == 1);
+  // Start 0 is the plain sampler, bit for bit.
+  DistributedSampler a(n, 3, 2, true, 7), b(n, 3, 2, true, 7);
+  a.set_epoch(3), b.set_epoch(3);
+  b.set_start(0);
+  CHECK(a.indices() == b.indices());
+  // Past the end: refused.
+  CHECK_THROWS_AS(b.set_start(n + 1), std::invalid_argument);
+  b.set_start(n);
+  CHECK(b.num_samples() == 0);
+  CHECK(b.indices().empty());
+}

@@ -1,13 +1,13 @@
 #pragma once
-// ZeRO stages 1, 2 and 3 around any of our optimizers (ZeroRedundancyOptimizer).
+// ZeRO stages 1, 2 and 3 as a ParallelStrategy (ZeroRedundancyOptimizer).
 //
 // Terms (see zero_layout.h for P, N, S, shard, padding):
 //   shard optimizer  an ordinary Optimizer built for S elements: it holds the optimizer
 //                    state of this rank's shard only and steps it with the same code a
 //                    full-buffer optimizer runs (optimizer.h says why that is exact).
-//   stage 1          gradients are synchronized exactly as DDP does (bucketed
-//                    allreduce avg, overlapped with backward); each rank then steps
-//                    its shard of the parameters with its shard of the gradients.
+//   stage 1          gradients are synchronized exactly as DDP does (grad_allreduce.h:
+//                    bucketed allreduce avg, overlapped with backward); each rank then
+//                    steps its shard of the parameters with its shard of the gradients.
 //   stage 2          gradients are reduced (avg) bucket by bucket during backward into
 //                    the owners' gradient shards (zero_grad_reducer.h); the full
 //                    gradient does not stay resident; each rank steps its shard.
@@ -36,11 +36,9 @@
 #include <span>
 #include <vector>
 
-#include "comm/communicator.h"
-#include "models/module.h"
-#include "optim/ddp.h"
+#include "optim/grad_allreduce.h"
 #include "optim/master_weights.h"
-#include "optim/optimizer.h"
+#include "optim/parallel_strategy.h"
 #include "optim/zero_grad_reducer.h"
 #include "optim/zero_layout.h"
 #include "optim/zero_param_gatherer.h"
@@ -48,67 +46,57 @@
 
 namespace dpt {
 
-class ZeroOptimizer {
+class ZeroStrategy : public ParallelStrategy {
  public:
-  // shard_optimizer must have been built for ShardLayout(model.num_params(), comm.size()).shard
-  // elements; it stays owned by the caller (checkpoints read its state).
-  // precision: f32, or bf16 (mixed precision with fp32 master weights); the gradients
-  // travel in config.wire (the trainer sets bf16 with --precision bf16).
-  ZeroOptimizer(Module& model, Communicator& comm, int stage, Optimizer& shard_optimizer, const DdpConfig& config,
-                DType precision = DType::f32);
-  ~ZeroOptimizer();
+  // The optimizer is built for ShardLayout(model.num_params(), comm.size()).shard elements.
+  ZeroStrategy(Module& model, Communicator& comm, const StrategyConfig& config, const OptimizerFactory& make_optimizer);
+  ~ZeroStrategy() override;
 
-  // Rank 0's parameters to everyone, verified by checksum (as DDP does).
-  void broadcast_parameters();
-  void set_communicator(Communicator& comm);
-  void begin_backward(bool sync);
-  void end_backward();
-  // Clips by the global norm over all ranks' shards (one allreduce of a double).
-  void clip_grad_norm(float max_norm);
+  std::string name() const override { return "ZeRO-" + std::to_string(stage_); }
+  int zero_stage() const override { return stage_; }
+  void broadcast_parameters() override;
+  void set_communicator(Communicator& comm) override;
+  void zero_grad() override;
+  void begin_backward(bool sync) override;
+  void end_backward() override;
+  // The global norm over all ranks' shards (one allreduce of a double).
+  void clip_grad_norm(float max_norm) override;
   // Steps this rank's shard, then (stages 1, 2) allgathers the parameters, or with
   // overlap on launches the refresh that the next forward waits for layer by layer.
-  void step(float lr);
+  void step(float lr) override;
   // Waits for a refresh in flight (before reading every parameter, or at the end).
-  void settle();
-  // Collective: every rank holds all parameters at full precision (for a checkpoint:
-  // the master weights in mixed precision), then back to the working state (stage 3:
-  // the own shard only). No-ops in fp32 stages 1 and 2, where all are always resident.
-  void gather_all_parameters();
-  void release_parameters();
+  void settle() override;
+  // Collective: every rank holds all parameters at full precision (the master weights
+  // in mixed precision), then back to the working state (stage 3: the own shard
+  // only). No-ops in fp32 stages 1 and 2, where all are always resident.
+  void expose_full_parameters() override;
+  void restore_working_parameters() override;
+  bool collective_forward() const override { return stage_ == 3; }
+  void save_optimizer_state(const std::string& model_path) override;
+  OptimizerRange optimizer_range() const override;
+  ModelStateBytes memory_bytes() const override;
+  size_t num_buckets() const override { return allreduce_ ? allreduce_->num_buckets() : reducer_->num_buckets(); }
 
-  int stage() const { return stage_; }
   const ShardLayout& layout() const { return layout_; }
-  const CommStats& last_stats() const { return stats_; }
-  size_t num_buckets() const { return ddp_ ? ddp_->num_buckets() : reducer_->num_buckets(); }
   // This rank's gradient shard as the step sees it (a view into the model's padded
-  // flat gradient buffer for stage 1, the owned shard buffer for stage 2).
+  // flat gradient buffer for stage 1, the owned shard buffer for stages 2 and 3).
   std::span<float> grad_shard();
   std::span<float> param_shard();
-  size_t grad_shard_bytes() const { return grad_shard_.capacity() * sizeof(float); }
-  size_t comm_buffer_bytes() const { return ddp_ ? ddp_->comm_buffer_bytes() : 0; }
-  size_t peak_gathered_bytes() const { return gatherer_ ? gatherer_->peak_gathered_bytes() : 0; }
-  size_t master_bytes() const { return master_ ? master_->bytes() : 0; }
 
  private:
-  Module& model_;
-  Communicator* comm_;
+  // Stages 1, 2: every rank's shard to everyone, in wire (f32 in place, or bf16).
+  void allgather_parameters(DType wire);
+
   int stage_;
-  Optimizer& optimizer_;
   ShardLayout layout_;
-  std::unique_ptr<DistributedDataParallel> ddp_;  // stage 1
-  std::vector<float> grad_shard_;                 // stage 2: S elements
+  std::unique_ptr<GradAllreduce> allreduce_;      // stage 1
+  std::vector<float> grad_shard_;                 // stages 2, 3: S elements
   std::unique_ptr<ZeroGradReducer> reducer_;      // stages 2, 3
   std::unique_ptr<ZeroParamGatherer> gatherer_;   // stage 3
   std::unique_ptr<ZeroParamRefresher> refresher_; // stages 1, 2 with overlap
-  std::unique_ptr<MasterWeights> master_;        // mixed precision
+  std::unique_ptr<MasterWeights> master_;         // mixed precision
   std::vector<uint16_t> wire_shard_;              // mixed precision: bf16 copy of the shard to allgather
-  CommStats stats_;
   bool in_step_ = false;  // between a step's first begin_backward and its step()
-
-  // Rank 0's parameters to everyone, then a checksum allgather (stages 2, 3).
-  void broadcast_and_verify();
-  // Stages 1, 2: every rank's shard to everyone, in wire (f32 in place, or bf16).
-  void allgather_parameters(DType wire);
 };
 
 }  // namespace dpt

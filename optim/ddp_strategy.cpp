@@ -1,0 +1,93 @@
+#include "optim/ddp_strategy.h"
+
+#include "models/checkpoint.h"
+#include "optim/clip_grad.h"
+#include "optim/wire16.h"
+
+namespace dpt {
+
+DdpStrategy::DdpStrategy(Module& model, Communicator& comm, const StrategyConfig& config,
+                         const OptimizerFactory& make_optimizer)
+    : ParallelStrategy(model, comm), sync_(model, comm, config.ddp) {
+  optimizer_ = make_optimizer(model.num_params());
+  if (config.precision == DType::bf16) master_ = std::make_unique<MasterWeights>();
+}
+
+void DdpStrategy::broadcast_parameters() {
+  broadcast_verified(*comm_, model_.flat_params(), "DDP");
+  // Every rank holds rank 0's full-precision values: they become the master.
+  if (master_) master_->adopt(model_.flat_params());
+}
+
+void DdpStrategy::set_communicator(Communicator& comm) {
+  sync_.set_communicator(comm);
+  comm_ = &comm;
+}
+
+void DdpStrategy::clip_grad_norm(float max_norm) {
+  // Every rank holds the whole averaged gradient: the local norm is the global one.
+  dpt::clip_grad_norm(model_.flat_grads(), max_norm);
+}
+
+void DdpStrategy::step(float lr) {
+  if (master_) master_->step(*optimizer_, model_.flat_params(), model_.flat_grads(), lr);
+  else optimizer_->step(model_.flat_params(), model_.flat_grads(), lr);
+}
+
+void DdpStrategy::expose_full_parameters() {
+  if (master_) master_->expose(model_.flat_params());
+}
+
+void DdpStrategy::restore_working_parameters() {
+  // Rounding the exposed masters gives exactly the working values back.
+  if (master_) round_bf16(model_.flat_params());
+}
+
+void DdpStrategy::save_optimizer_state(const std::string& model_path) {
+  if (comm_->rank() != 0) return;  // the replicas are identical
+  std::vector<NamedTensorView> state;
+  for (auto& [name, span] : optimizer_->state_buffers()) state.push_back({name, {int64_t(span.size())}, span});
+  save_safetensors(sidecar_path(model_path, "optim"), state,
+                   {{"optimizer", optimizer_->name()}, {"step_count", std::to_string(optimizer_->step_count())}});
+}
+
+CarriedState DdpStrategy::carry_out() {
+  CarriedState s;
+  expose_full_parameters();  // the masters travel in the model's buffer
+  for (auto& [name, span] : optimizer_->state_buffers()) s.optimizer.emplace_back(name, std::vector<float>(span.begin(), span.end()));
+  s.optimizer_steps = optimizer_->step_count();
+  return s;
+}
+
+void DdpStrategy::carry_in(CarriedState state) {
+  for (auto& [name, span] : optimizer_->state_buffers())
+    for (auto& [carried_name, values] : state.optimizer)
+      if (carried_name == name && values.size() == span.size()) std::copy(values.begin(), values.end(), span.begin());
+  optimizer_->set_step_count(state.optimizer_steps);
+}
+
+void DdpStrategy::adopt_state_from(int root) {
+  // Full-precision parameters (carry_out exposed the masters), then every state buffer
+  // and the step count, all from root; the masters are re-adopted from them.
+  broadcast_verified(*comm_, model_.flat_params(), "DDP", root);
+  for (auto& [name, span] : optimizer_->state_buffers())
+    comm_->broadcast(Buffer{span.data(), span.size(), DType::f32, {}}, root);
+  int64_t steps = optimizer_->step_count();
+  comm_->broadcast(make_buffer(&steps, 1), root);
+  optimizer_->set_step_count(steps);
+  if (master_) master_->adopt(model_.flat_params());
+}
+
+ModelStateBytes DdpStrategy::memory_bytes() const {
+  ModelStateBytes m;
+  m.stage = 0;
+  m.world = comm_->size();
+  m.numel = model_.num_params();
+  m.params = m.params_allocated = model_.store().param_bytes();
+  m.grads = m.grads_allocated = model_.store().grad_bytes();
+  count_optimizer_state(m, master_ ? master_->bytes() : 0);
+  m.comm = sync_.comm_buffer_bytes();
+  return m;
+}
+
+}  // namespace dpt

@@ -1,0 +1,68 @@
+#include "optim/parallel_strategy.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "optim/ddp_strategy.h"
+#include "optim/zero_checkpoint.h"
+#include "optim/zero_strategy.h"
+
+namespace dpt {
+
+std::unique_ptr<ParallelStrategy> make_strategy(const StrategyConfig& config, Module& model, Communicator& comm,
+                                                const OptimizerFactory& make_optimizer) {
+  if (config.precision != DType::f32 && config.precision != DType::bf16)
+    throw std::invalid_argument(std::string("--precision ") + dtype_name(config.precision) + ": valid are fp32, bf16");
+  if (config.zero_stage == 0) return std::make_unique<DdpStrategy>(model, comm, config, make_optimizer);
+  if (config.zero_stage >= 1 && config.zero_stage <= 3)
+    return std::make_unique<ZeroStrategy>(model, comm, config, make_optimizer);
+  throw std::invalid_argument("--zero " + std::to_string(config.zero_stage) + ": valid stages are 0, 1, 2, 3");
+}
+
+void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root) {
+  comm.broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, root);
+  const auto* p = reinterpret_cast<const unsigned char*>(params.data());
+  uint64_t mine = 1469598103934665603ull;  // FNV-1a
+  for (size_t i = 0; i < params.size_bytes(); ++i) mine = (mine ^ p[i]) * 1099511628211ull;
+  std::vector<uint64_t> all(size_t(comm.size()));
+  comm.allgather(make_buffer(reinterpret_cast<int64_t*>(&mine), 1),
+                 make_buffer(reinterpret_cast<int64_t*>(all.data()), all.size()));
+  std::string bad;
+  for (int r = 0; r < comm.size(); ++r)
+    if (all[size_t(r)] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+  if (!bad.empty())
+    throw std::runtime_error(who + ": after broadcasting rank " + std::to_string(root) + "'s parameters, ranks [" + bad +
+                             "] hold different bytes (checksum mismatch)");
+}
+
+void ParallelStrategy::load_optimizer_state(const std::string& model_path) {
+  // The overlapping slices of whatever the checkpoint holds: one full file (DDP, or
+  // consolidated) or the shard files of a ZeRO run at any world size.
+  const OptimizerRange r = optimizer_range();
+  load_optimizer_range(model_path, *optimizer_, r.offset, r.count);
+}
+
+CarriedState ParallelStrategy::carry_out() {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
+}
+
+void ParallelStrategy::carry_in(CarriedState) {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
+}
+
+void ParallelStrategy::adopt_state_from(int) {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
+}
+
+void ParallelStrategy::count_optimizer_state(ModelStateBytes& m, size_t master_bytes) const {
+  size_t state = 0;
+  for (auto& [name, span] : optimizer_->state_buffers()) state += span.size_bytes();
+  // Mixed precision: the fp32 master belongs to the optimizer state (the ZeRO paper's
+  // K = 12 for mixed-precision Adam).
+  m.master = master_bytes;
+  state += master_bytes;
+  m.optimizer = state;
+  m.state_per_param = double(state) / double(std::max<size_t>(1, optimizer_->numel()));
+}
+
+}  // namespace dpt

@@ -1,0 +1,141 @@
+#pragma once
+// ParallelStrategy: how one data-parallel training step synchronizes, and who owns
+// which slice of the model states. The trainer (dist_trainer.h) runs the same step for
+// every strategy:
+//
+//   zero_grad(); for each micro-step { begin_backward(last); forward; loss; backward }
+//   end_backward(); clip_grad_norm(); step(lr)
+//
+// and the strategies differ only behind this interface:
+//   DDP (ddp_strategy.h)     every rank holds everything; gradients are averaged with
+//                            bucketed allreduce during backward; the optimizer steps
+//                            the whole flat buffer.
+//   ZeRO-1/2/3               the optimizer state (1), also the gradients (2), also the
+//   (zero_strategy.h)        parameters (3) are sharded over the ranks; each rank steps
+//                            its own shard.
+//
+// Terms:
+//   working parameters  what the model computes with (bf16-rounded under mixed
+//                       precision; only the own shard resident between layers in
+//                       ZeRO-3).
+//   full parameters     every parameter at full precision (the fp32 masters under
+//                       mixed precision) on every rank: what checkpoints hold.
+//   optimizer range     the slice [offset, offset + count) of the flat buffer whose
+//                       optimizer state this rank holds (everything in DDP, the real
+//                       part of its shard in ZeRO).
+//   collective forward  a forward that communicates (ZeRO-3 gathers each layer), so
+//                       every rank must run the same number of them.
+// The communicator is held by pointer: set_communicator between steps is the run-time
+// backend switch (same ranks, same world size).
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "models/module.h"
+#include "optim/bucket_scheduler.h"
+#include "optim/grad_allreduce.h"
+#include "optim/optimizer.h"
+#include "optim/zero_memory.h"
+
+namespace dpt {
+
+// Builds the optimizer for `numel` elements (the strategy decides how many it owns).
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(size_t numel)>;
+
+struct StrategyConfig {
+  int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
+  DdpConfig ddp;                 // buckets, overlap, gradient wire dtype
+  DType precision = DType::f32;  // f32, or bf16: bf16 working weights, fp32 masters
+};
+
+struct OptimizerRange {
+  size_t offset = 0, count = 0;
+};
+
+// Elastic re-forming: what one rank carries from a strategy over the failed
+// communicator into a fresh one over the next generation's (optimizer state buffers
+// by name, the optimizer's step count). The parameters stay in the model, at full
+// precision (the masters exposed under mixed precision).
+struct CarriedState {
+  std::vector<std::pair<std::string, std::vector<float>>> optimizer;
+  int64_t optimizer_steps = 0;
+};
+
+class ParallelStrategy {
+ public:
+  virtual ~ParallelStrategy() = default;
+
+  virtual std::string name() const = 0;  // "DDP", "ZeRO-2", ...
+  virtual int zero_stage() const = 0;
+  Optimizer& optimizer() { return *optimizer_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
+  Communicator& communicator() const { return *comm_; }
+
+  // Collective: every rank takes rank 0's parameters, verified by a checksum
+  // allgather (std::runtime_error naming the ranks that differ).
+  virtual void broadcast_parameters() = 0;
+  // The backend switch: only between steps; the new communicator has the same ranks.
+  virtual void set_communicator(Communicator& comm) = 0;
+
+  // Before the first micro-step: gradients to zero (ZeRO-2/3 keep them zero already).
+  virtual void zero_grad() = 0;
+  // Before each micro-step's backward; sync=false accumulates without communicating.
+  virtual void begin_backward(bool sync) = 0;
+  // After the last micro-step: gradients synchronized (averaged over the ranks).
+  virtual void end_backward() = 0;
+  // Clips by the global gradient norm over all ranks' gradients.
+  virtual void clip_grad_norm(float max_norm) = 0;
+  // Steps the optimizer on what this rank owns and makes the parameters every rank
+  // needs for the next forward available (or on their way).
+  virtual void step(float lr) = 0;
+  // Waits for communication still in flight after a step (end of training, checkpoints).
+  virtual void settle() {}
+
+  // Collective: the full parameters on every rank (for a checkpoint), then back.
+  virtual void expose_full_parameters() = 0;
+  virtual void restore_working_parameters() = 0;
+  virtual bool collective_forward() const { return false; }
+
+  // Collective: writes the optimizer state beside `model_path` (DDP: one file written
+  // by rank 0; ZeRO: one shard file per rank), and reads it back from whatever a
+  // checkpoint of any world size and stage holds.
+  virtual void save_optimizer_state(const std::string& model_path) = 0;
+  void load_optimizer_state(const std::string& model_path);
+  virtual OptimizerRange optimizer_range() const = 0;
+
+  // ---- elastic re-forming (docs/elastic.md) ----
+  // Local, no communication: this rank's state leaves the strategy (which is then
+  // destroyed) and enters a fresh one of the same kind over the next communicator.
+  virtual CarriedState carry_out();
+  virtual void carry_in(CarriedState state);
+  // Collective over the (new) communicator: every rank takes rank `root`'s parameters
+  // and optimizer state, verified by checksum (root: the most advanced survivor).
+  virtual void adopt_state_from(int root);
+
+  // This rank's model-state bytes, counted from the buffers (zero_memory.h).
+  virtual ModelStateBytes memory_bytes() const = 0;
+  // Stats of the last step: gradient sync plus any parameter exchange.
+  const CommStats& last_stats() const { return stats_; }
+  virtual size_t num_buckets() const = 0;
+
+ protected:
+  ParallelStrategy(Module& model, Communicator& comm) : model_(model), comm_(&comm) {}
+  // Bytes of the optimizer state (and fp32 masters) into m.
+  void count_optimizer_state(ModelStateBytes& m, size_t master_bytes) const;
+
+  Module& model_;
+  Communicator* comm_;
+  std::unique_ptr<Optimizer> optimizer_;
+  CommStats stats_;
+};
+
+// DDP for stage 0, ZeRO for 1-3; std::invalid_argument for anything else.
+std::unique_ptr<ParallelStrategy> make_strategy(const StrategyConfig& config, Module& model, Communicator& comm,
+                                                const OptimizerFactory& make_optimizer);
+
+// Rank `root`'s parameters to everyone, then an allgather of their FNV-1a checksums;
+// `who` names the strategy in the error.
+void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root = 0);
+
+}  // namespace dpt

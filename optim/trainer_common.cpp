@@ -1,0 +1,70 @@
+#include "optim/trainer_common.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace dpt {
+
+ModelInput model_input(const Batch& b) {
+  ModelInput in;
+  in.n = static_cast<int64_t>(b.n);
+  in.sample_shape = b.sample_shape;
+  if (!b.tokens.empty()) in.tokens = b.tokens.data();
+  if (!b.x.empty()) in.x = b.x.data();
+  return in;
+}
+
+ModelTarget model_target(const Batch& b) {
+  ModelTarget t;
+  if (!b.labels.empty()) t.labels = b.labels.data();
+  if (!b.targets.empty()) t.values = b.targets.data();
+  return t;
+}
+
+std::string default_dataset(const std::string& model) {
+  if (model == "gpt") return "text";
+  if (model == "toy") return "synthetic-regression";
+  return "fashion-mnist";
+}
+
+EvalSums evaluate_slice(Module& model, const Dataset& dataset, size_t lo, size_t hi, size_t batch_size) {
+  EvalSums s;
+  Batch batch;
+  std::vector<size_t> idx;
+  for (size_t start = lo; start < hi; start += batch_size) {
+    const size_t count = std::min(batch_size, hi - start);
+    idx.resize(count);
+    std::iota(idx.begin(), idx.end(), start);
+    dataset.fill(idx, batch);
+    model.forward(model_input(batch), false);
+    s.loss_x_samples += double(model.loss(model_target(batch))) * double(count);
+    s.samples += double(count);
+    // Accuracy for classifiers: one row of logits per sample.
+    if (!batch.labels.empty() && !model.takes_tokens() && batch.labels.size() == count) {
+      const Tensor& out = model.host_output();
+      s.classifier = 1;
+      const int64_t c = out.last_dim();
+      for (size_t i = 0; i < count; ++i) {
+        const float* row = out.data() + i * size_t(c);
+        s.correct += double(std::max_element(row, row + c) - row == batch.labels[i]);
+      }
+    }
+  }
+  return s;
+}
+
+EvalResult eval_result(const EvalSums& s) {
+  EvalResult e;
+  e.samples = size_t(s.samples);
+  e.loss = s.samples > 0 ? s.loss_x_samples / s.samples : 0;
+  if (s.classifier > 0 && s.samples > 0) e.accuracy = s.correct / s.samples;
+  return e;
+}
+
+EvalResult evaluate(Module& model, const Dataset& dataset, size_t batch_size, size_t max_samples) {
+  const size_t n = max_samples > 0 ? std::min(max_samples, dataset.size()) : dataset.size();
+  return eval_result(evaluate_slice(model, dataset, 0, n, batch_size));
+}
+
+}  // namespace dpt

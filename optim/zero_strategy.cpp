@@ -1,0 +1,200 @@
+#include "optim/zero_strategy.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "optim/clip_grad.h"
+#include "optim/wire16.h"
+#include "optim/zero_checkpoint.h"
+#include "optim/zero_pages.h"
+
+namespace dpt {
+
+ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConfig& config,
+                           const OptimizerFactory& make_optimizer)
+    : ParallelStrategy(model, comm), stage_(config.zero_stage), layout_(model.num_params(), comm.size()) {
+  if (stage_ < 1 || stage_ > 3) throw std::invalid_argument("ZeRO: stage " + std::to_string(stage_) + " (valid: 1, 2, 3)");
+  optimizer_ = make_optimizer(layout_.shard);
+  if (config.precision == DType::bf16) master_ = std::make_unique<MasterWeights>();
+  // Fails early (length_error) if the world is larger than ParamStore's slack allows.
+  model_.store().padded_params(layout_.padded());
+  if (stage_ == 1) {
+    allreduce_ = std::make_unique<GradAllreduce>(model_, comm, config.ddp);
+  } else {
+    grad_shard_.assign(layout_.shard, 0.0f);
+    // The full gradient buffer starts released: only buckets in flight become resident.
+    auto g = model_.flat_grads();
+    release_slice(g.data(), g.data() + g.size());
+    reducer_ = std::make_unique<ZeroGradReducer>(model_, comm, layout_, config.ddp, std::span<float>(grad_shard_));
+    if (stage_ == 3)
+      gatherer_ = std::make_unique<ZeroParamGatherer>(model_, comm, layout_, config.ddp.overlap, config.precision);
+  }
+  // Pieces as large as a gradient bucket: --bucket-mb sets both granularities.
+  if (stage_ <= 2 && config.ddp.overlap)
+    refresher_ = std::make_unique<ZeroParamRefresher>(model_, comm, layout_, config.ddp.bucket_bytes, config.precision);
+}
+
+ZeroStrategy::~ZeroStrategy() {
+  // A parameter refresh may still be in flight: let it land while its communicator
+  // (possibly one the trainer owns and destroys right after) is alive.
+  try {
+    settle();
+  } catch (const std::exception&) {
+    // The communicator failed; its error was reported where it happened.
+  }
+}
+
+std::span<float> ZeroStrategy::param_shard() {
+  return model_.store().padded_params(layout_.padded()).subspan(layout_.begin(comm_->rank()), layout_.shard);
+}
+
+std::span<float> ZeroStrategy::grad_shard() {
+  if (stage_ >= 2) return grad_shard_;
+  return model_.store().padded_grads(layout_.padded()).subspan(layout_.begin(comm_->rank()), layout_.shard);
+}
+
+OptimizerRange ZeroStrategy::optimizer_range() const {
+  const int r = comm_->rank();
+  return {std::min(layout_.begin(r), layout_.numel), layout_.real_numel(r)};
+}
+
+void ZeroStrategy::broadcast_parameters() {
+  settle();
+  broadcast_verified(*comm_, model_.flat_params(), "ZeRO");
+  // Every rank holds rank 0's full-precision values: the own shard becomes the master
+  // and all are rounded alike (stage 3 then keeps only its own shard).
+  if (master_) {
+    master_->adopt(param_shard());
+    round_bf16(model_.flat_params());
+  }
+  if (gatherer_) gatherer_->release_all();
+}
+
+void ZeroStrategy::set_communicator(Communicator& comm) {
+  if (comm.size() != comm_->size()) throw std::invalid_argument("ZeRO: the new communicator has another world size");
+  if (allreduce_) allreduce_->set_communicator(comm);
+  else reducer_->set_communicator(comm);
+  if (gatherer_) gatherer_->set_communicator(comm);
+  if (refresher_) refresher_->set_communicator(comm);
+  comm_ = &comm;
+}
+
+void ZeroStrategy::zero_grad() {
+  // Stages 2 and 3 leave the host buffer zero and released after every step
+  // (zero_grad_reducer.h); touching it would make every page resident again.
+  if (stage_ == 1) model_.zero_grad();
+  else model_.zero_device_grad();  // ... but the CUDA mirror is not zero
+}
+
+void ZeroStrategy::begin_backward(bool sync) {
+  // The first micro-step of a step: gathers since the last step (evaluation) are not its.
+  if (gatherer_ && !in_step_) gatherer_->take_bytes();
+  in_step_ = true;
+  if (allreduce_) allreduce_->begin_backward(sync);
+  else reducer_->begin_backward(sync);
+}
+
+void ZeroStrategy::end_backward() {
+  if (allreduce_) {
+    stats_ = allreduce_->end_backward();
+  } else {
+    stats_ = reducer_->end_backward();
+    if (gatherer_) stats_.bytes += gatherer_->take_bytes();  // this step's forward and backward gathers
+  }
+  if (refresher_) {  // the previous step's refresh, which ran during this forward
+    stats_.comm_s += refresher_->take_comm_s();
+    stats_.exposed_s += refresher_->take_exposed_s();
+  }
+}
+
+void ZeroStrategy::clip_grad_norm(float max_norm) {
+  // Padding gradients are zero, so the shards' squares sum to the full buffer's.
+  double sq = squared_norm(grad_shard());
+  comm_->allreduce(Buffer{&sq, 1, DType::f64, {}}, ReduceOp::sum);
+  dpt::clip_grad_norm(grad_shard(), max_norm, sq);
+}
+
+void ZeroStrategy::step(float lr) {
+  in_step_ = false;
+  if (master_) master_->step(*optimizer_, param_shard(), grad_shard(), lr);
+  else optimizer_->step(param_shard(), grad_shard(), lr);
+  if (gatherer_) return;  // stage 3: layers gather what they need when they run
+  if (refresher_) {
+    stats_.bytes += refresher_->launch();
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const DType wire = master_ ? DType::bf16 : DType::f32;
+  allgather_parameters(wire);
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.comm_s += dt;
+  stats_.exposed_s += dt;
+  stats_.bytes += int64_t(layout_.padded() * dtype_size(wire));
+}
+
+void ZeroStrategy::allgather_parameters(DType wire) {
+  auto all = model_.store().padded_params(layout_.padded());
+  const auto mine = param_shard();
+  if (wire == DType::f32) {
+    comm_->allgather(Buffer{mine.data(), mine.size(), DType::f32, {}}, Buffer{all.data(), all.size(), DType::f32, {}});
+    return;
+  }
+  wire_shard_.resize(mine.size());
+  pack16(wire, mine.data(), wire_shard_.data(), mine.size());
+  // The 16-bit result fills the first half of the buffer's bytes (wire16.h).
+  comm_->allgather(Buffer{wire_shard_.data(), mine.size(), wire, {}}, Buffer{all.data(), all.size(), wire, {}});
+  widen16_in_place(wire, all.data(), all.size());
+}
+
+void ZeroStrategy::settle() {
+  if (refresher_) refresher_->settle();
+}
+
+void ZeroStrategy::expose_full_parameters() {
+  settle();
+  if (master_) master_->expose(param_shard());
+  if (gatherer_) gatherer_->gather_all();
+  else if (master_) allgather_parameters(DType::f32);
+}
+
+void ZeroStrategy::restore_working_parameters() {
+  if (gatherer_) gatherer_->release_all();
+  if (!master_) return;
+  // Rounding the exposed masters gives exactly the working values back.
+  if (gatherer_) round_bf16(param_shard());
+  else round_bf16(model_.store().padded_params(layout_.padded()));
+}
+
+void ZeroStrategy::save_optimizer_state(const std::string& model_path) {
+  save_optimizer_shard(model_path, *optimizer_, layout_, comm_->rank());
+}
+
+ModelStateBytes ZeroStrategy::memory_bytes() const {
+  ModelStateBytes m;
+  m.stage = stage_;
+  m.world = comm_->size();
+  m.numel = model_.num_params();
+  ParamStore& store = model_.store();
+  m.params = m.params_allocated = store.param_bytes();
+  m.grads = m.grads_allocated = store.grad_bytes();
+  count_optimizer_state(m, master_ ? master_->bytes() : 0);
+  m.comm = allreduce_ ? allreduce_->comm_buffer_bytes() : 0;
+  if (stage_ == 3) {
+    // Only the own shard is resident between layers: count pages, not allocation.
+    auto p = store.padded_params(model_.num_params() + ParamStore::kShardSlack);
+    m.params = resident_bytes(p.data(), p.size_bytes());
+    m.params_allocated = p.size_bytes();
+    m.gathered_peak = gatherer_->peak_gathered_bytes();
+  }
+  if (stage_ >= 2) {
+    // The flat buffer's pages are released between buckets: count what is resident.
+    auto g = store.padded_grads(model_.num_params() + ParamStore::kShardSlack);
+    const size_t shard_bytes = grad_shard_.capacity() * sizeof(float);
+    m.grads = shard_bytes + resident_bytes(g.data(), g.size_bytes());
+    m.grads_allocated = shard_bytes + g.size_bytes();
+  }
+  return m;
+}
+
+}  // namespace dpt

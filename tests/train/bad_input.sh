@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# train refuses bad input early, with exit code 2 and a message naming the flag or key
+# and what is expected; none of these reaches the rendezvous (they run as one process
+# with no launcher). A checkpoint whose metadata lacks a key fails with the key's name.
+#   bad_input.sh <bin dir>
+set -uo pipefail
+bin=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+expect() {  # expect <exit code> <message regex> -- train args...
+  local code=$1 want=$2; shift 3
+  local out; out=$(timeout 60 "$bin/train" "$@" 2>&1); local got=$?
+  if [[ $got != "$code" ]] || ! grep -Eq -- "$want" <<< "$out"; then
+    echo "FAIL: train $* -> exit $got (want $code), output:"; echo "$out" | head -5; fails=$((fails + 1))
+  else
+    echo "ok: train $* -> $(grep -E -- "$want" <<< "$out" | head -1)"
+  fi
+}
+expect 2 "--switch-backend: 'abc' is not a step number" -- --switch-backend abc:mpi
+expect 2 "--switch-backend: unknown backend 'foo' \(valid: .*mpi.*\)" -- --switch-backend 5:foo
+expect 2 "--switch-backend wants STEP:NAME" -- --switch-backend 5
+expect 2 "--debug-uneven: 'x' is not a rank" -- --debug-uneven x:7
+expect 2 "--debug-uneven: '7y' is not a batch count" -- --debug-uneven 1:7y
+expect 2 "--bucket-mb -1: must be a size in MiB, > 0" -- --bucket-mb -1
+expect 2 "--first-bucket-mb 0: must be a size in MiB" -- --first-bucket-mb 0
+expect 2 "--zero 5: valid stages are 0, 1, 2, 3" -- --zero 5
+touch "$work/a_file"
+expect 2 "--checkpoint-dir '$work/a_file/x': cannot create it" -- --checkpoint-dir "$work/a_file/x"
+mkdir -p "$work/ro" && chmod 500 "$work/ro"
+if [[ $(id -u) != 0 ]]; then  # root writes anywhere: the check below covers it instead
+  expect 2 "--checkpoint-dir '$work/ro' is not writable" -- --checkpoint-dir "$work/ro"
+fi
+expect 2 "--checkpoint-dir '$work/a_file' exists and is not a directory" -- --checkpoint-dir "$work/a_file"
+# A checkpoint without its 'epoch' metadata: the resume names the file and the key.
+"$bin/train" --model toy --steps 2 --save-every 2 --checkpoint-dir "$work/ck" --log-every 1 > "$work/ck.log" 2>&1 ||
+  { cat "$work/ck.log"; echo "FAIL: could not write a checkpoint"; exit 1; }
+/usr/bin/python3 - "$work/ck/step_2/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+del header["__metadata__"]["epoch"]
+text = json.dumps(header).encode()
+text += b" " * ((8 - len(text) % 8) % 8)
+open(path, "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+expect 1 "model.safetensors.*metadata 'epoch' is missing" -- --model toy --steps 4 --checkpoint-dir "$work/ck" --resume
+((fails == 0)) || { echo "$fails bad inputs not refused as expected"; exit 1; }
+echo "all bad inputs refused with their message"

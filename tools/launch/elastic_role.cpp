@@ -1,0 +1,37 @@
+#include "tools/launch/elastic_role.h"
+
+#include "comm/elastic_membership.h"
+#include "tools/launch/process_io.h"
+
+namespace launch {
+
+ElasticRole::ElasticRole(const Options& o) {
+  const std::string token = dpt::job_token_from_env();
+  if (o.node_rank == 0) server_ = std::make_unique<dpt::TcpStoreServer>(o.master_addr, o.master_port, token);
+  client_ = std::make_unique<dpt::TcpStoreClient>(o.master_addr, o.master_port, dpt::Millis(30000),
+                                                  dpt::ErrorContext{-1, -1, "launch", "elastic store", -1, -1}, token);
+}
+
+ElasticRole::~ElasticRole() = default;
+
+std::string ElasticRole::id_for(int node, int slot, int incarnation) {
+  return "n" + std::to_string(node) + ".l" + std::to_string(slot) + ".i" + std::to_string(incarnation);
+}
+
+void ElasticRole::mark_dead(const std::string& id, const std::string& how) {
+  try {
+    dpt::ElasticRendezvous::mark_dead(*client_, id, how);
+  } catch (const std::exception& e) {
+    say("could not record " + id + " as dead in the store: " + e.what());
+  }
+}
+
+bool ElasticRole::done() {
+  try {
+    return client_->check("elastic/done");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace launch

@@ -1,0 +1,82 @@
+#include "tools/train/elastic_setup.h"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "backends/tcp/tcp_backend.h"
+#include "comm/env.h"
+#include "comm/job_token.h"
+
+namespace train {
+
+namespace {
+
+std::string required_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v)
+    throw std::invalid_argument(std::string("--elastic: ") + name +
+                                " is not set: start elastic jobs with build/bin/launch --elastic -n MIN:MAX");
+  return v;
+}
+
+int env_int(const char* name) {
+  const std::string v = required_env(name);
+  try {
+    size_t used = 0;
+    const int x = std::stoi(v, &used);
+    if (used == v.size() && x > 0) return x;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(std::string("--elastic: ") + name + "='" + v + "' is not a positive integer");
+}
+
+dpt::Millis seconds_env(const char* name) {
+  const double s = dpt::env::get_double(name);
+  if (!(s > 0)) throw std::invalid_argument(std::string(name) + " must be positive");
+  return dpt::Millis(int64_t(s * 1000));
+}
+
+}  // namespace
+
+std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
+  const std::string id = required_env(dpt::env::kElasticId);
+  const std::string addr = required_env("MASTER_ADDR");
+  const int port = env_int("MASTER_PORT");
+  dpt::ElasticLimits limits;
+  limits.min = env_int(dpt::env::kElasticMin);
+  limits.max = env_int(dpt::env::kElasticMax);
+  limits.settle = seconds_env(dpt::env::kElasticSettleS);
+  limits.timeout = options.timeout;
+  const dpt::Millis rdzv_timeout = seconds_env(dpt::env::kRendezvousTimeoutS);
+  const std::string token = dpt::job_token_from_env();
+
+  ElasticSetup s;
+  s.store = std::make_shared<dpt::TcpStoreClient>(addr, port, rdzv_timeout,
+                                                  dpt::ErrorContext{-1, -1, "tcp", "elastic store", -1, -1}, token);
+  s.rendezvous = std::make_unique<dpt::ElasticRendezvous>(*s.store, id, limits);
+  s.make_comm = [store = s.store, addr, token, rdzv_timeout, options](const dpt::Membership& m) {
+    dpt::TcpStoreRendezvous r;
+    r.rank = m.rank;
+    r.world_size = m.size();
+    r.store = store;
+    r.prefix = "elastic/g" + std::to_string(m.generation) + "/tcp";
+    r.comm_id = uint64_t(m.generation) + 1;  // peers of another generation are turned away at connect
+    r.peer_hint = addr;
+    r.job_token = token;
+    r.timeout = rdzv_timeout;
+    return dpt::create_tcp_communicator_in_store(r, options);
+  };
+  // A job already running (this is a restarted or late process): arrive as a newcomer.
+  int current = s.rendezvous->current();
+  s.joining = current >= 0;
+  for (;;) {
+    s.membership = s.rendezvous->form(s.joining ? current + 1 : 0, -1);
+    if (!s.membership.excluded()) return s;
+    if (s.rendezvous->done()) return std::nullopt;
+    s.joining = true;  // the group was full or closed before we came: the next one
+    current = s.rendezvous->current();
+  }
+}
+
+}  // namespace train

@@ -1,0 +1,31 @@
+#pragma once
+// train --elastic: the first generation this process belongs to, and how to build the
+// communicator of any generation (the tcp backend meeting in the launcher's store).
+//
+// Terms (see comm/elastic_membership.h): the process's id, the limits and the store
+// address come from launch --elastic (DPT_ELASTIC_ID/MIN/MAX, MASTER_ADDR/PORT). A
+// process that finds the job already running (a restarted one) arrives as a newcomer
+// and is taken in at the members' next step boundary.
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "comm/communicator.h"
+#include "comm/elastic_membership.h"
+#include "comm/tcp_store.h"
+
+namespace train {
+
+struct ElasticSetup {
+  std::shared_ptr<dpt::TcpStoreClient> store;
+  std::unique_ptr<dpt::ElasticRendezvous> rendezvous;
+  dpt::Membership membership;
+  std::function<std::unique_ptr<dpt::Communicator>(const dpt::Membership&)> make_comm;
+  bool joining = false;  // the job was running: the members' state comes in run()
+};
+
+// Throws std::invalid_argument naming what is missing (not started by launch --elastic);
+// std::nullopt when the job finished before this process could join.
+std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options);
+
+}  // namespace train
