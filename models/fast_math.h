@@ -5,14 +5,25 @@
 // Inputs are clamped to [-87.3, 88.3] (n stays in [-126, 127]), where expf is finite and normal.
 #pragma once
 
-#include <algorithm>
 #include <bit>
 #include <cstdint>
 
+// Elementwise loops are compiled three times and one copy is picked at load time by
+// the CPU's ISA level (x86-64-v4: AVX-512; v3: AVX2 + FMA; else the SSE2 baseline), so the
+// binary stays portable. ISA levels test features, not CPU models: "arch=haswell" tests
+// for an Intel Haswell and so picked the baseline copy on AMD CPUs.
+#define DPT_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
 namespace dpt {
 
-inline float fast_exp(float x) {
-  x = std::min(std::max(x, -87.3f), 88.3f);
+// always_inline: the callers' target_clones copies (AVX2, AVX-512) would otherwise keep a
+// call per element to the baseline copy of this function (GCC does not inline across
+// the target change by itself), which made GELU's forward a scalar loop (8 ns/element).
+[[gnu::always_inline]] inline float fast_exp(float x) {
+  // Clamp with plain selects, not std::min/max (which GCC would not inline into the
+  // clones either); a NaN passes through both.
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 88.3f ? 88.3f : x;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
   const float n = (x * 1.44269504088896341f + kRound) - kRound;
   const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
@@ -28,6 +39,6 @@ inline float fast_exp(float x) {
 }
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1); saturates cleanly to +-1.
-inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
+[[gnu::always_inline]] inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
 
 }  // namespace dpt

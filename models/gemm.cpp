@@ -54,7 +54,7 @@ double GemmRecorder::total_flops() const {
 GemmRecordScope::GemmRecordScope(GemmRecorder& r) : previous_(t_recorder) { t_recorder = &r; }
 GemmRecordScope::~GemmRecordScope() { t_recorder = previous_; }
 
-GemmBenchResult benchmark_gemm_calls(const GemmRecorder& rec, double min_seconds) {
+GemmReplay::GemmReplay(const GemmRecorder& rec) : rec_(rec) {
   // Scratch operands sized for the largest call; values are irrelevant to speed
   // but kept small and finite so no denormal or NaN path is taken.
   size_t max_a = 0, max_b = 0, max_c = 0;
@@ -63,27 +63,33 @@ GemmBenchResult benchmark_gemm_calls(const GemmRecorder& rec, double min_seconds
     max_b = std::max(max_b, static_cast<size_t>(s.trans_b ? s.n : s.k) * s.ldb);
     max_c = std::max(max_c, static_cast<size_t>(s.m) * s.ldc);
   }
-  std::vector<float> a(max_a, 0.01f), b(max_b, 0.02f), c(max_c, 0.0f);
-  auto round = [&] {
-    for (const auto& [s, count] : rec.calls())
-      for (int64_t i = 0; i < count; ++i)
-        cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
-                    s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, a.data(), s.lda,
-                    b.data(), s.ldb, s.accumulate ? 1.0f : 0.0f, c.data(), s.ldc);
-  };
+  a_.assign(max_a, 0.01f);
+  b_.assign(max_b, 0.02f);
+  c_.assign(max_c, 0.0f);
+}
+
+double GemmReplay::run_round() {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& [s, count] : rec_.calls())
+    for (int64_t i = 0; i < count; ++i)
+      cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.m,
+                  s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb, s.accumulate ? 1.0f : 0.0f, c_.data(), s.ldc);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+GemmBenchResult benchmark_gemm_calls(const GemmRecorder& rec, double min_seconds) {
   GemmBenchResult r;
   r.flops_per_round = rec.total_flops();
   if (rec.calls().empty()) return r;
-  round();  // warm-up: thread pool start, caches
+  GemmReplay replay(rec);
+  replay.run_round();  // warm-up: thread pool start, caches
   // Best round, not the mean: on a shared machine the mean absorbs other processes'
   // noise, and the best round is the honest ceiling to compare training against.
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   double best = 0;
   do {
-    const auto t0 = clock::now();
-    round();
-    const double t = std::chrono::duration<double>(clock::now() - t0).count();
+    const double t = replay.run_round();
     if (best == 0 || t < best) best = t;
   } while (std::chrono::duration<double>(clock::now() - start).count() < min_seconds);
   r.seconds_per_round = best;

@@ -62,6 +62,20 @@ struct GemmBenchResult {
   double gflops() const { return seconds_per_round > 0 ? flops_per_round / seconds_per_round / 1e9 : 0; }
 };
 
+// Replays a record: every recorded call (with its multiplicity) as raw cblas_sgemm on
+// scratch operands allocated once, one timed round per run_round() (e.g. interleaved
+// with training steps, each step next to a ceiling measured under the same load).
+class GemmReplay {
+ public:
+  explicit GemmReplay(const GemmRecorder& rec);
+  double run_round();  // seconds
+  double flops_per_round() const { return rec_.total_flops(); }
+
+ private:
+  const GemmRecorder& rec_;
+  std::vector<float> a_, b_, c_;
+};
+
 // Runs every recorded call (with its multiplicity) on scratch matrices, repeating
 // for at least min_seconds, and reports the sgemm rate of the fastest round on that
 // exact mix of shapes.

@@ -38,6 +38,10 @@ struct ForwardContext {
   const ModelInput* input = nullptr;
   bool training = true;
   bool cuda = false;  // the model runs on the CUDA device (layers that read `input` follow it)
+  // Dropout's draw (models/layers/dropout.h): which training forward this is, and a
+  // stream number that makes otherwise equal runs draw different masks (e.g. the rank).
+  uint64_t rng_step = 0;
+  uint64_t rng_stream = 0;
 };
 
 class GradSink {

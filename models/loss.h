@@ -1,10 +1,19 @@
 // Losses: scalar of the model output and the target, plus its gradient w.r.t. the
 // output, which is where backward starts.
 //   SoftmaxCrossEntropy: logits [rows, C] (any leading dims flattened into rows),
-//     labels [rows]; loss = mean over rows of -log softmax(logits)[label].
-//     d loss / d logits = (softmax - onehot) / rows.
-//   Mse: mean over ALL elements of (y - target)^2 (PyTorch's MSELoss default);
-//     d loss / d y = 2 (y - target) / numel.
+//     labels [rows]; a row whose label is kIgnoreLabel (-100, data/batch.h) is not a
+//     target: it adds nothing to the loss, gets a zero gradient, and is not counted.
+//     loss_r = -log softmax(logits_r)[label_r]; d loss_r / d logits_r = softmax - onehot.
+//   Mse: every element is a target, (y - target)^2; d/dy = 2 (y - target).
+//
+// Two ways to reduce over the counted targets:
+//   forward_sum  returns {sum of the per-target losses, count of targets} and stores the
+//                gradient of grad_scale * sum. A data-parallel trainer sums both over
+//                ranks and passes grad_scale = 1 / (global count), so the step's loss is
+//                the mean over all target tokens of the global batch.
+//   forward      the mean, sum / count (PyTorch's reduction="mean", with ignore_index),
+//                with the gradient of grad_scale * mean. No target at all: 0 and a zero
+//                gradient (PyTorch would give NaN).
 // grad_scale multiplies the gradient only (e.g. 1/micro_batches for accumulation).
 #pragma once
 
@@ -18,25 +27,41 @@
 namespace dpt {
 
 struct ModelTarget {
-  const int32_t* labels = nullptr;  // class ids, one per output row
+  const int32_t* labels = nullptr;  // class ids, one per output row (kIgnoreLabel: skip)
   const float* values = nullptr;    // regression targets, same numel as the output
 };
+
+struct LossSum {
+  double sum = 0;     // sum of the per-target losses
+  int64_t count = 0;  // targets counted
+  double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0.0; }
+};
+
+// Labels that count as targets among `n` (those that are not kIgnoreLabel).
+int64_t count_target_labels(const int32_t* labels, size_t n);
 
 class Loss {
  public:
   virtual ~Loss() = default;
-  // Returns the mean loss and stores its gradient w.r.t. `output` (times grad_scale).
-  virtual float forward(const Tensor& output, const ModelTarget& target, float grad_scale) = 0;
+  // The mean over counted targets; stores its gradient w.r.t. `output` (times grad_scale).
+  float forward(const Tensor& output, const ModelTarget& target, float grad_scale);
+  // The sum and the count; stores the gradient of grad_scale * sum.
+  virtual LossSum forward_sum(const Tensor& output, const ModelTarget& target, float grad_scale) = 0;
+  // How many targets forward_sum counts for this output and target (no arithmetic).
+  virtual int64_t count_targets(const Tensor& output, const ModelTarget& target) const = 0;
   const Tensor& grad() const { return grad_; }
+  const LossSum& last() const { return last_; }  // of the last forward or forward_sum
   virtual std::string name() const = 0;
 
  protected:
   Tensor grad_;
+  LossSum last_;
 };
 
 class SoftmaxCrossEntropy : public Loss {
  public:
-  float forward(const Tensor& logits, const ModelTarget& target, float grad_scale) override;
+  LossSum forward_sum(const Tensor& logits, const ModelTarget& target, float grad_scale) override;
+  int64_t count_targets(const Tensor& logits, const ModelTarget& target) const override;
   std::string name() const override { return "softmax_cross_entropy"; }
 
  private:
@@ -46,7 +71,10 @@ class SoftmaxCrossEntropy : public Loss {
 
 class MseLoss : public Loss {
  public:
-  float forward(const Tensor& output, const ModelTarget& target, float grad_scale) override;
+  LossSum forward_sum(const Tensor& output, const ModelTarget& target, float grad_scale) override;
+  int64_t count_targets(const Tensor& output, const ModelTarget&) const override {
+    return static_cast<int64_t>(output.numel());
+  }
   std::string name() const override { return "mse"; }
 };
 

@@ -1,8 +1,13 @@
 // ModelConfig: every size a model takes, with defaults that fit the datasets the
 // project trains on (Fashion-MNIST 1x28x28, 10 classes; bytes, vocab 256).
+//
+// The two GPTs share the transformer fields: `gpt` (byte-level, vocab 256, positions
+// = seq_len) and `gpt2` (Hugging Face's GPT2LMHeadModel; models/gpt2.h sets its sizes by
+// name, vocab 50257, 1024 positions, dropout 0.1 unless told otherwise).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace dpt {
 
@@ -19,10 +24,16 @@ struct ModelConfig {
   int64_t cnn_hidden = 128;
   // GPT.
   int64_t vocab = 256;
-  int64_t seq_len = 64;
+  int64_t seq_len = 64;      // tokens per training sample
   int64_t d_model = 128;
   int64_t n_layer = 4;
   int64_t n_head = 4;
+  int64_t n_positions = 0;   // rows of the position table; 0: seq_len
+  float dropout = 0.0f;      // embedding, attention-probability and residual dropout
+  float layer_norm_eps = 1e-5f;
+  // gpt2: a safetensors file (Hugging Face names) the parameters are loaded from
+  // instead of the random initialisation (models/gpt2_weights.h).
+  std::string init_from;
 };
 
 }  // namespace dpt

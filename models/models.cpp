@@ -3,7 +3,9 @@
 #include <stdexcept>
 
 #include "models/layers/activations.h"
+#include "models/gpt2_weights.h"
 #include "models/layers/conv2d.h"
+#include "models/layers/dropout.h"
 #include "models/layers/embedding.h"
 #include "models/layers/gpt_block.h"
 #include "models/layers/layer_norm.h"
@@ -46,25 +48,47 @@ Cnn::Cnn(const ModelConfig& cfg)
   finalize(std::make_unique<SoftmaxCrossEntropy>());
 }
 
-Gpt::Gpt(const ModelConfig& cfg) : Module("gpt", cfg.seed, {cfg.seq_len}, true), cfg_(cfg) {
-  auto& emb = add_layer<Embedding>(store_, "tok_emb", cfg.vocab, cfg.d_model, "pos_emb",
-                                   cfg.seq_len);
+Gpt::Gpt(const ModelConfig& cfg, Flavor flavor)
+    : Module(flavor == Flavor::kGpt2 ? "gpt2" : "gpt", cfg.seed, {cfg.seq_len}, true), cfg_(cfg) {
+  const bool hf = flavor == Flavor::kGpt2;
+  const int64_t positions = cfg.n_positions > 0 ? cfg.n_positions : cfg.seq_len;
+  if (cfg.seq_len > positions)
+    throw std::invalid_argument(name() + ": sequence length " + std::to_string(cfg.seq_len) + " exceeds the " +
+                                std::to_string(positions) + " positions of the model");
+  const std::string prefix = hf ? "transformer." : "";
+  auto& emb = add_layer<Embedding>(store_, prefix + (hf ? "wte" : "tok_emb"), cfg.vocab, cfg.d_model,
+                                   prefix + (hf ? "wpe" : "pos_emb"), positions, hf ? 0.02f : 0.01f);
+  if (cfg.dropout > 0.0f) add_layer<Dropout>(prefix + "drop", cfg.dropout);
+  GptBlockSpec spec;
+  spec.dim = cfg.d_model;
+  spec.heads = cfg.n_head;
+  spec.n_layer = cfg.n_layer;
+  spec.dropout = cfg.dropout;
+  spec.ln_eps = cfg.layer_norm_eps;
+  spec.hf_names = hf;
   for (int64_t i = 0; i < cfg.n_layer; ++i)
-    add_layer<GptBlock>(store_, "blocks." + std::to_string(i), cfg.d_model, cfg.n_head,
-                        cfg.n_layer);
-  add_layer<LayerNorm>(store_, "ln_f", cfg.d_model);
+    add_layer<GptBlock>(store_, prefix + (hf ? "h." : "blocks.") + std::to_string(i), spec);
+  add_layer<LayerNorm>(store_, prefix + "ln_f", cfg.d_model, cfg.layer_norm_eps);
   add_layer<TiedHead>(store_, "lm_head", emb.token_table(), cfg.vocab, cfg.d_model);
   finalize(std::make_unique<SoftmaxCrossEntropy>());
 }
 
-std::vector<std::string> model_names() { return {"toy", "mlp", "cnn", "gpt"}; }
+std::vector<std::string> model_names() { return {"toy", "mlp", "cnn", "gpt", "gpt2"}; }
 
 std::unique_ptr<Module> make_model(const std::string& name, const ModelConfig& cfg) {
+  if (!cfg.init_from.empty() && name != "gpt2")
+    throw std::invalid_argument("init_from '" + cfg.init_from + "': only the gpt2 model loads Hugging Face weights, not " +
+                                name);
   if (name == "toy") return std::make_unique<ToyModel>(cfg);
   if (name == "mlp") return std::make_unique<Mlp>(cfg);
   if (name == "cnn") return std::make_unique<Cnn>(cfg);
   if (name == "gpt") return std::make_unique<Gpt>(cfg);
-  throw std::invalid_argument("unknown model '" + name + "' (valid: toy, mlp, cnn, gpt)");
+  if (name == "gpt2") {
+    auto model = std::make_unique<Gpt>(cfg, Gpt::Flavor::kGpt2);
+    if (!cfg.init_from.empty()) load_gpt2_weights(cfg.init_from, *model);
+    return model;
+  }
+  throw std::invalid_argument("unknown model '" + name + "' (valid: toy, mlp, cnn, gpt, gpt2)");
 }
 
 }  // namespace dpt

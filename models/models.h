@@ -2,9 +2,17 @@
 //   ToyModel  Linear(10,10) ReLU Linear(10,5), MSE (the PyTorch DDP tutorial model).
 //   Mlp       Flatten, 784-256-128-10 with ReLU, softmax cross-entropy.
 //   Cnn       [conv3x3(pad 1) ReLU maxpool2] x2, Flatten, Linear ReLU Linear, CE.
-//   Gpt       token + position embedding, n_layer pre-norm blocks, final LayerNorm,
-//             output head tied to the token embedding, CE over next-token targets.
-// make_model("toy" | "mlp" | "cnn" | "gpt", config) builds one by name.
+//   Gpt       token + position embedding (+ dropout), n_layer pre-norm blocks, final
+//             LayerNorm, output head tied to the token embedding, CE over next-token
+//             targets. Two flavours of the same layers (models/layers/gpt_spec.h):
+//     gpt     byte-level: our names (tok_emb, pos_emb, blocks.N.*, ln_f), [out, in]
+//             weights, seq_len positions, position table N(0, 0.01).
+//     gpt2    Hugging Face's GPT2LMHeadModel: its names (transformer.wte, .wpe, .h.N.*,
+//             .ln_f), Conv1D [in, out] weights, n_positions positions, N(0, 0.02)
+//             embeddings; sizes by name in models/gpt2.h, weights in/out in
+//             models/gpt2_weights.h.
+// make_model("toy" | "mlp" | "cnn" | "gpt" | "gpt2", config) builds one by name; a gpt2
+// with config.init_from set is loaded from that file (load_gpt2_weights).
 #pragma once
 
 #include <memory>
@@ -33,7 +41,8 @@ class Cnn : public Module {
 
 class Gpt : public Module {
  public:
-  explicit Gpt(const ModelConfig& cfg);
+  enum class Flavor { kByteLevel, kGpt2 };
+  explicit Gpt(const ModelConfig& cfg, Flavor flavor = Flavor::kByteLevel);
   const ModelConfig& config() const { return cfg_; }
 
  private:

@@ -52,7 +52,7 @@ void Module::to_cuda(int device_index) {
   for (const auto& layer : layers_)
     if (!layer->supports_cuda())
       throw std::invalid_argument(name_ + ": layer " + layer->name() + " has no CUDA kernels (models on CUDA: " +
-                                  "toy, mlp, gpt)");
+                                  "toy, mlp, gpt, gpt2)");
   std::string why;
   if (gpu::device_count(&why) <= device_index)
     throw gpu::GpuError(name_ + ": no CUDA device " + std::to_string(device_index) + " here (" + why + ")");
@@ -83,6 +83,8 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
   ctx_.input = &in;
   ctx_.training = training;
   ctx_.cuda = cuda_;
+  ctx_.rng_step = rng_step_;
+  if (training) ++rng_step_;
   if (!takes_tokens_) {
     std::vector<int64_t> shape{in.n};
     shape.insert(shape.end(), in.sample_shape.begin(), in.sample_shape.end());
@@ -110,6 +112,13 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
 float Module::loss(const ModelTarget& target, float grad_scale) {
   if (!output_) throw std::logic_error(name_ + ": loss() before forward()");
   float value = loss_->forward(*output_, target, grad_scale);
+  have_loss_grad_ = true;
+  return value;
+}
+
+LossSum Module::loss_sum(const ModelTarget& target, float grad_scale) {
+  if (!output_) throw std::logic_error(name_ + ": loss_sum() before forward()");
+  const LossSum value = loss_->forward_sum(*output_, target, grad_scale);
   have_loss_grad_ = true;
   return value;
 }

@@ -83,6 +83,10 @@ class Module {
   const Tensor& forward(const ModelInput& in, bool training = true);
   // Mean loss of the last forward's output; stores d(grad_scale * loss)/d output.
   float loss(const ModelTarget& target, float grad_scale = 1.0f);
+  // The loss summed over the counted targets, and their count (labels equal to
+  // kIgnoreLabel are not targets); stores d(grad_scale * sum)/d output. A trainer that
+  // normalises by a global target count passes grad_scale = 1 / that count.
+  LossSum loss_sum(const ModelTarget& target, float grad_scale);
   // Accumulates parameter gradients from the last loss() and fires the hooks.
   void backward();
   // forward + loss + backward.
@@ -95,6 +99,13 @@ class Module {
   const std::vector<int64_t>& sample_shape() const { return sample_shape_; }
   bool takes_tokens() const { return takes_tokens_; }
   const Loss& loss_fn() const { return *loss_; }
+
+  // Dropout's draws (models/layers/dropout.h): rng_step counts training forwards and
+  // picks each one's masks, so a checkpoint that stores it resumes the same masks;
+  // rng_stream (default 0) gives otherwise identical replicas different masks.
+  uint64_t rng_step() const { return rng_step_; }
+  void set_rng_step(uint64_t step) { rng_step_ = step; }
+  void set_rng_stream(uint64_t stream) { ctx_.rng_stream = stream; }
 
  protected:
   Module(std::string name, uint64_t seed, std::vector<int64_t> sample_shape, bool takes_tokens);
@@ -130,6 +141,7 @@ class Module {
   bool have_loss_grad_ = false;
   bool cuda_ = false;
   bool grad_download_ = true;
+  uint64_t rng_step_ = 0;
   Tensor host_output_;
 };
 

@@ -28,7 +28,7 @@ void ParamStore::finalize() {
   finalized_ = true;
 }
 
-static std::span<float> padded(std::vector<float>& v, size_t n, const char* what) {
+static std::span<float> padded(HostFloats& v, size_t n, const char* what) {
   if (n > v.size())
     throw std::length_error(std::string("ParamStore: ") + what + " padded to " + std::to_string(n) +
                             " elements, more than the " + std::to_string(v.size()) + " allocated");

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "models/cuda/device_floats.h"
+#include "models/huge_pages.h"
 
 namespace dpt {
 
@@ -92,8 +93,8 @@ class ParamStore {
 
  private:
   std::vector<ParamInfo> infos_;
-  std::vector<float> params_;
-  std::vector<float> grads_;
+  HostFloats params_;  // on huge pages (models/huge_pages.h)
+  HostFloats grads_;
   DeviceFloats device_params_, device_grads_;
   size_t total_ = 0;
   bool finalized_ = false;

@@ -22,7 +22,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; a big-endian host needs byte swapping");
 
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the limit Python's safetensors uses
 constexpr const char* kCrcKey = "dpt.crc32";
 
 std::string errno_text() { return std::strerror(errno); }
@@ -79,6 +78,30 @@ size_t checked_numel(const std::vector<int64_t>& shape, const std::string& path,
   return n;
 }
 
+// IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits -> binary32.
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // infinity or NaN (payload kept)
+  } else if (exp != 0) {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;  // signed zero
+  } else {
+    // Subnormal: value mant * 2^-24; normalise the mantissa into the float's.
+    exp = 127 - 15 + 1;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
 bool known_dtype(const std::string& d) {
   static const char* kKnown[] = {"BOOL", "U8",  "I8",  "I16", "U16", "F16",     "BF16",
                                  "I32",  "U32", "F32", "F64", "I64", "U64",     "F8_E4M3",
@@ -87,6 +110,44 @@ bool known_dtype(const std::string& d) {
 }
 
 }  // namespace
+
+size_t SafetensorsEntry::dtype_bytes(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  return 0;
+}
+
+void decode_floats(const std::string& dtype, const char* src, float* dst, size_t n) {
+  if (n == 0) return;
+  if (dtype == "F32") {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  const bool bf16 = dtype == "BF16";
+  if (!bf16 && dtype != "F16") throw std::invalid_argument("decode_floats: unsupported dtype " + dtype);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = bf16 ? std::bit_cast<float>(static_cast<uint32_t>(h) << 16) : half_to_float(h);
+  }
+}
+
+bool has_safetensors_crc(const Metadata& metadata) { return metadata.count(kCrcKey) > 0; }
+
+void check_safetensors_crc(const Metadata& metadata, uint32_t crc, const std::string& path) {
+  auto it = metadata.find(kCrcKey);
+  if (it == metadata.end()) return;
+  const std::string actual = hex32(crc);
+  if (actual != it->second)
+    throw CheckpointError(path, "data checksum mismatch (crc32 " + actual + ", header says " + it->second +
+                                    "): the file is corrupted");
+}
+
+const SafetensorsEntry* SafetensorsIndex::find(const std::string& name) const {
+  for (const auto& e : entries)
+    if (e.name == name) return &e;
+  return nullptr;
+}
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -173,30 +234,15 @@ SafetensorsContents load_safetensors(const std::string& path) {
   return parse_safetensors(bytes, path);
 }
 
-SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::string& path) {
-  const uint64_t file_size = bytes.size();
-  if (file_size < 8)
-    throw CheckpointError(path, "file is " + std::to_string(file_size) +
-                                    " bytes, too short for the 8-byte header length (truncated?)");
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  if (header_len > kMaxHeaderBytes || header_len > file_size - 8)
-    throw CheckpointError(path, "header length " + std::to_string(header_len) +
-                                    " does not fit in the file of " + std::to_string(file_size) +
-                                    " bytes (truncated or corrupted)");
+SafetensorsIndex parse_safetensors_header(std::span<const char> json, uint64_t data_size, const std::string& path) {
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(header_len));
+    header = nlohmann::json::parse(json.begin(), json.end());
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(path, std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) throw CheckpointError(path, "header is not a JSON object");
-  const uint64_t data_start = 8 + header_len;
-  const uint64_t data_size = file_size - data_start;
-
-  SafetensorsContents out;
-  struct Extent { uint64_t begin, end; size_t index; };
-  std::vector<Extent> extents;
+  SafetensorsIndex out;
   try {
     for (auto it = header.begin(); it != header.end(); ++it) {
       const std::string& name = it.key();
@@ -214,16 +260,18 @@ SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::st
           !v.contains("data_offsets"))
         throw CheckpointError(path, "tensor " + name + " lacks dtype, shape or data_offsets");
       if (!v["dtype"].is_string()) throw CheckpointError(path, "tensor " + name + ": dtype is not a string");
-      const std::string dtype = v["dtype"].get<std::string>();
-      if (!known_dtype(dtype))
-        throw CheckpointError(path, "tensor " + name + " has unknown dtype '" + dtype + "'");
-      if (dtype != "F32")
-        throw CheckpointError(path, "tensor " + name + " has dtype " + dtype + "; only F32 is supported");
+      SafetensorsEntry t;
+      t.name = name;
+      t.dtype = v["dtype"].get<std::string>();
+      if (!known_dtype(t.dtype))
+        throw CheckpointError(path, "tensor " + name + " has unknown dtype '" + t.dtype + "'");
+      const size_t elem = SafetensorsEntry::dtype_bytes(t.dtype);
+      if (elem == 0)
+        throw CheckpointError(path, "tensor " + name + " has dtype " + t.dtype +
+                                        "; supported are F32, F16 and BF16");
       const auto& shape_j = v["shape"];
       const auto& off_j = v["data_offsets"];
       if (!shape_j.is_array()) throw CheckpointError(path, "tensor " + name + ": shape is not an array");
-      NamedTensor t;
-      t.name = name;
       for (const auto& d : shape_j) {
         if (!d.is_number_unsigned())
           throw CheckpointError(path, "tensor " + name + ": shape holds a non-integer or negative value");
@@ -232,56 +280,71 @@ SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::st
       if (!off_j.is_array() || off_j.size() != 2 || !off_j[0].is_number_unsigned() ||
           !off_j[1].is_number_unsigned())
         throw CheckpointError(path, "tensor " + name + ": data_offsets is not [begin, end]");
-      const uint64_t b = off_j[0].get<uint64_t>(), e = off_j[1].get<uint64_t>();
-      if (b > e || e > data_size)
-        throw CheckpointError(path, "tensor " + name + ": data_offsets [" + std::to_string(b) + ", " +
-                                        std::to_string(e) + "] outside the " +
+      t.begin = off_j[0].get<uint64_t>();
+      t.end = off_j[1].get<uint64_t>();
+      if (t.begin > t.end || t.end > data_size)
+        throw CheckpointError(path, "tensor " + name + ": data_offsets [" + std::to_string(t.begin) + ", " +
+                                        std::to_string(t.end) + "] outside the " +
                                         std::to_string(data_size) + " data bytes (truncated?)");
       const size_t numel = checked_numel(t.shape, path, name);
-      if (numel * sizeof(float) != e - b)
-        throw CheckpointError(path, "tensor " + name + ": shape " + shape_str(t.shape) + " needs " +
-                                        std::to_string(numel * sizeof(float)) + " bytes but data_offsets span " +
-                                        std::to_string(e - b));
-      extents.push_back({b, e, out.tensors.size()});
-      out.tensors.push_back(std::move(t));
+      if (numel * elem != t.end - t.begin)
+        throw CheckpointError(path, "tensor " + name + ": shape " + shape_str(t.shape) + " in " + t.dtype +
+                                        " needs " + std::to_string(numel * elem) + " bytes but data_offsets span " +
+                                        std::to_string(t.end - t.begin));
+      out.entries.push_back(std::move(t));
     }
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(path, std::string("malformed header: ") + e.what());
   }
   // The tensors must tile the data exactly: no gap, no overlap, nothing left over. An
   // empty tensor [k, k] sorts before a tensor that starts at k (as in Python's
-  // safetensors), else a file save_safetensors wrote could be rejected.
-  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
-    return std::tie(a.begin, a.end, a.index) < std::tie(b.begin, b.end, b.index);
+  // safetensors), else a file save_safetensors wrote could be rejected. The sort is
+  // stable so equal extents keep the header's order.
+  std::stable_sort(out.entries.begin(), out.entries.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
   });
   uint64_t expect = 0;
-  for (const auto& x : extents) {
+  for (const auto& x : out.entries) {
     if (x.begin != expect)
-      throw CheckpointError(path, "tensor " + out.tensors[x.index].name + " starts at byte " +
-                                      std::to_string(x.begin) + " but the previous one ended at " +
-                                      std::to_string(expect) + " (gap or overlap)");
+      throw CheckpointError(path, "tensor " + x.name + " starts at byte " + std::to_string(x.begin) +
+                                      " but the previous one ended at " + std::to_string(expect) +
+                                      " (gap or overlap)");
     expect = x.end;
   }
   if (expect != data_size)
     throw CheckpointError(path, "tensors cover " + std::to_string(expect) + " data bytes but the file holds " +
                                     std::to_string(data_size) + " (truncated or trailing garbage)");
+  return out;
+}
+
+SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::string& path) {
+  const uint64_t file_size = bytes.size();
+  if (file_size < 8)
+    throw CheckpointError(path, "file is " + std::to_string(file_size) +
+                                    " bytes, too short for the 8-byte header length (truncated?)");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  if (header_len > kMaxSafetensorsHeaderBytes || header_len > file_size - 8)
+    throw CheckpointError(path, "header length " + std::to_string(header_len) +
+                                    " does not fit in the file of " + std::to_string(file_size) +
+                                    " bytes (truncated or corrupted)");
+  const uint64_t data_start = 8 + header_len;
+  const uint64_t data_size = file_size - data_start;
+  SafetensorsIndex index = parse_safetensors_header(bytes.subspan(8, header_len), data_size, path);
   const char* data = bytes.data() + data_start;
-  if (auto it = out.metadata.find(kCrcKey); it != out.metadata.end()) {
-    const std::string actual = hex32(crc32(data, data_size));
-    if (actual != it->second)
-      throw CheckpointError(path, "data checksum mismatch (crc32 " + actual + ", header says " +
-                                      it->second + "): the file is corrupted");
+  if (has_safetensors_crc(index.metadata)) check_safetensors_crc(index.metadata, crc32(data, data_size), path);
+  SafetensorsContents out;
+  out.metadata = std::move(index.metadata);
+  out.tensors.reserve(index.entries.size());
+  for (auto& e : index.entries) {
+    NamedTensor t;
+    t.name = std::move(e.name);
+    t.shape = std::move(e.shape);
+    t.data.resize(e.numel());
+    decode_floats(e.dtype, data + e.begin, t.data.data(), t.data.size());
+    t.dtype = std::move(e.dtype);
+    out.tensors.push_back(std::move(t));
   }
-  std::vector<NamedTensor> ordered;
-  ordered.reserve(extents.size());
-  for (const auto& x : extents) {
-    NamedTensor& t = out.tensors[x.index];
-    t.data.resize((x.end - x.begin) / sizeof(float));
-    // An empty tensor's data() may be null, which memcpy must not get even for 0 bytes.
-    if (x.end > x.begin) std::memcpy(t.data.data(), data + x.begin, x.end - x.begin);
-    ordered.push_back(std::move(t));
-  }
-  out.tensors = std::move(ordered);
   return out;
 }
 

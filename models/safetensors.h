@@ -7,6 +7,8 @@
 //   bytes [8+N, end)    the data; offsets are relative to its start, tensors are
 //                       contiguous, cover it exactly, raw little-endian.
 // Names are the model's plain parameter names ("fc1.weight", no "module." prefix).
+// We write F32. We read F32, and F16 and BF16 (as Hugging Face publishes weights),
+// widened to float on load; any other dtype is refused naming the tensor.
 // We add "dpt.crc32" (CRC-32 of the data, 8 hex digits) to the metadata so a flipped
 // data byte is detected; files without it (e.g. written by Python) still load.
 //
@@ -44,6 +46,9 @@ class CheckpointError : public std::runtime_error {
 
 using Metadata = std::map<std::string, std::string>;
 
+// The largest JSON header accepted (the limit Python's safetensors uses).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+
 struct NamedTensorView {
   std::string name;
   std::vector<int64_t> shape;
@@ -54,6 +59,25 @@ struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
+  std::string dtype = "F32";  // as stored in the file (F16 and BF16 are widened into data)
+};
+
+// One tensor of a file's header: dtype, shape and its bytes [begin, end) of the data.
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+  size_t numel() const { return static_cast<size_t>((end - begin) / dtype_bytes(dtype)); }
+  static size_t dtype_bytes(const std::string& dtype);  // F32 4, F16 and BF16 2
+};
+
+// A parsed and checked header: entries in the order of their data, which they tile.
+struct SafetensorsIndex {
+  std::vector<SafetensorsEntry> entries;
+  Metadata metadata;
+  uint64_t data_start = 0;  // file offset of the data: 8 + header length
+  const SafetensorsEntry* find(const std::string& name) const;
 };
 
 struct SafetensorsContents {
@@ -78,6 +102,19 @@ std::string encode_safetensors_header(const std::vector<NamedTensorView>& tensor
 // Parses and validates a whole file's bytes; throws CheckpointError naming
 // `path_for_errors` for anything malformed. On success the tensors tile the data.
 SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::string& path_for_errors);
+// The header part of that: the JSON text of a file whose data region holds data_size
+// bytes, checked as parse_safetensors checks it (dtypes, shapes, tiling), the CRC aside.
+// SafetensorsFile (models/safetensors_file.h) uses it to read tensors one at a time.
+SafetensorsIndex parse_safetensors_header(std::span<const char> json, uint64_t data_size,
+                                          const std::string& path_for_errors);
+// Throws CheckpointError when metadata holds a "dpt.crc32" other than `crc` (the
+// CRC-32 of the file's data); files without one (e.g. written by Python) pass.
+void check_safetensors_crc(const Metadata& metadata, uint32_t crc, const std::string& path_for_errors);
+// Whether the metadata carries our "dpt.crc32".
+bool has_safetensors_crc(const Metadata& metadata);
+// Widens n little-endian elements of `dtype` (F32, F16 or BF16) at src to float.
+// F16 subnormals, infinities and NaNs map to the same float values.
+void decode_floats(const std::string& dtype, const char* src, float* dst, size_t n);
 
 // "[2, 3]", for error messages about shapes.
 std::string shape_str(const std::vector<int64_t>& shape);

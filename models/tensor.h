@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "models/cuda/device_floats.h"
+#include "models/huge_pages.h"
 
 namespace dpt {
 
@@ -94,7 +95,7 @@ class Tensor {
   void host_only(const char* what) const {
     if (on_cuda()) throw std::logic_error(std::string("Tensor::") + what + " on a tensor in CUDA memory");
   }
-  std::vector<float> data_;        // kCpu storage
+  HostFloats data_;                // kCpu storage (large ones on huge pages)
   DeviceFloats device_data_;       // kCuda storage
   size_t numel_ = 0;
   std::vector<int64_t> shape_;

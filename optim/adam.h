@@ -10,6 +10,7 @@
 // eps is added outside the square root, after the bias correction, as torch does.
 #include <vector>
 
+#include "models/huge_pages.h"
 #include "optim/optimizer.h"
 
 namespace dpt {
@@ -26,7 +27,7 @@ class Adam : public Optimizer {
  private:
   float beta1_, beta2_, eps_, weight_decay_;
   bool decoupled_;
-  std::vector<float> exp_avg_, exp_avg_sq_;
+  HostFloats exp_avg_, exp_avg_sq_;  // on huge pages: the step streams them whole
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter).

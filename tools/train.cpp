@@ -25,6 +25,7 @@
 #include "tools/train/elastic_setup.h"
 #include "models/checkpoint.h"
 #include "optim/dist_trainer.h"
+#include "tools/gpt2_flags.h"
 
 namespace po = boost::program_options;
 using dpt::DistTrainConfig;
@@ -42,6 +43,7 @@ struct Cli {
   bool no_overlap = false, no_shuffle = false, elastic = false;
   float lr = 1e-3f;
   std::string uneven, debug_signal;
+  dpt::tools::Gpt2Flags gpt2;
 };
 
 void add_options(po::options_description& d, Cli& c) {
@@ -50,7 +52,7 @@ void add_options(po::options_description& d, Cli& c) {
   d.add_options()
     ("help,h", "show this help")
     ("config", po::value(&c.config_file), "read these options from a file (key = value lines)")
-    ("model", po::value(&c.cfg.model)->default_value("mlp"), "toy | mlp | cnn | gpt")
+    ("model", po::value(&c.cfg.model)->default_value("mlp"), "toy | mlp | cnn | gpt | gpt2")
     ("dataset", po::value(&c.cfg.dataset)->default_value(""), "fashion-mnist | cifar10 | text | synthetic (default by model)")
     ("data-dir", po::value(&c.cfg.data_dir)->default_value(""), "dataset directory or file (default: the Debian package's path)")
     ("backend", po::value(&c.backend)->default_value(dpt::backends::default_name()), "mpi | tcp | nccl | auto")
@@ -101,6 +103,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("seq-len", po::value(&m.seq_len)->default_value(64), "GPT context length (bytes)")
     ("cnn-c1", po::value(&m.cnn_c1)->default_value(16), "CNN first conv channels")
     ("cnn-c2", po::value(&m.cnn_c2)->default_value(32), "CNN second conv channels");
+  dpt::tools::add_gpt2_options(d, c.gpt2);
 }
 
 std::string box(const std::vector<std::pair<std::string, std::string>>& rows) {
@@ -177,6 +180,9 @@ int main(int argc, char** argv) {
       po::store(po::parse_config_file(f, desc), vm);
     }
     po::notify(vm);
+    dpt::tools::apply_model_flags(c.cfg.model, vm, c.gpt2, "gpt-layers", "gpt-heads", "gpt-dim", c.cfg.model_config);
+    // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
+    if (c.cfg.model == "gpt2" && c.cfg.dataset.empty()) c.cfg.dataset = "text";
     if (c.zero < 0 || c.zero > 3) throw std::invalid_argument("--zero " + std::to_string(c.zero) + ": valid stages are 0, 1, 2, 3");
     if (c.overlap_comm != "on" && c.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + c.overlap_comm + "': valid are on, off");
     if (c.precision == "fp32") c.cfg.parallel.precision = dpt::DType::f32;

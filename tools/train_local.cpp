@@ -2,6 +2,7 @@
 //   build/bin/train_local --model mlp --epochs 10
 //   build/bin/train_local --model cnn --epochs 5
 //   build/bin/train_local --model gpt --max-steps 2000 --lr 2e-3 --schedule cosine
+//   build/bin/train_local --model gpt2 --gpt2-size 124M --batch-size 4 --max-steps 10
 // Prints a config table, one line per epoch, then the figures the issue asks for:
 // held-out accuracy or loss, samples/s, achieved GFLOP/s (model FLOPs x samples/s)
 // next to OpenBLAS sgemm GFLOP/s on the model's own GEMM calls, and for language
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "optim/local_trainer.h"
+#include "tools/gpt2_flags.h"
 
 namespace po = boost::program_options;
 
@@ -38,9 +40,10 @@ int main(int argc, char** argv) {
   int64_t sample_len = 300;
   float temperature = 0.8f;
   std::string prompt = "The ";
-  po::options_description desc("train_local: single-process training of toy | mlp | cnn | gpt");
+  dpt::tools::Gpt2Flags gpt2;
+  po::options_description desc("train_local: single-process training of toy | mlp | cnn | gpt | gpt2");
   desc.add_options()("help,h", "show this help")
-      ("model", po::value(&cfg.model)->default_value("mlp"), "toy, mlp, cnn or gpt")
+      ("model", po::value(&cfg.model)->default_value("mlp"), "toy, mlp, cnn, gpt or gpt2")
       ("dataset", po::value(&cfg.dataset), "fashion-mnist, cifar10, text, synthetic-regression, ... (default: per model)")
       ("data", po::value(&cfg.data_path), "dataset folder or file (default: the dataset's own)")
       ("epochs", po::value(&cfg.epochs)->default_value(1), "passes over the training set")
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
       ("min-accuracy", po::value(&min_accuracy)->default_value(0), "exit 1 if final accuracy is below")
       ("max-entropy-ratio", po::value(&max_entropy_ratio)->default_value(0), "exit 1 if val loss / unigram entropy is above")
       ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below");
+  dpt::tools::add_gpt2_options(desc, gpt2);
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -84,6 +88,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
+    dpt::tools::apply_model_flags(cfg.model, vm, gpt2, "n-layer", "n-head", "d-model", mc);
+    // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
+    if (cfg.model == "gpt2" && cfg.dataset.empty()) cfg.dataset = "text";
   } catch (const std::exception& e) {
     std::cerr << "train_local: " << e.what() << "\n" << desc << "\n";
     return 2;
@@ -103,9 +110,10 @@ int main(int argc, char** argv) {
                          (cfg.lr_schedule == "cosine" ? " over " + std::to_string(c.lr_config.total_steps) : ""));
     row("batch size", std::to_string(cfg.batch_size));
     row("epochs / max steps", std::to_string(cfg.epochs) + " / " + std::to_string(cfg.max_steps));
-    if (c.model == "gpt")
-      row("gpt", "T=" + std::to_string(mc.seq_len) + " d=" + std::to_string(mc.d_model) + " L=" +
-                     std::to_string(mc.n_layer) + " H=" + std::to_string(mc.n_head));
+    if (c.model == "gpt" || c.model == "gpt2")
+      row(c.model.c_str(), "T=" + std::to_string(mc.seq_len) + " d=" + std::to_string(mc.d_model) + " L=" +
+                               std::to_string(mc.n_layer) + " H=" + std::to_string(mc.n_head) + " V=" +
+                               std::to_string(mc.vocab) + " p=" + std::to_string(mc.dropout).substr(0, 4));
     std::printf("+--------------------+--------------------------------------+\n");
     std::fflush(stdout);
 

@@ -240,21 +240,40 @@ __global__ void embedding_bwd_k(const int32_t* tokens, const float* dy, float* d
 }
 
 __global__ void softmax_xent_k(const float* z, const int32_t* labels, float* g, float* row_loss, int rows, int c,
-                               float g_scale) {
+                               float g_scale, int32_t ignore_label) {
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= rows) return;
   const float* zr = z + size_t(row) * c;
   float* gr = g + size_t(row) * c;
+  const int label = labels[row];
+  if (label == ignore_label) {  // an ignored target: no loss, no gradient
+    for (int j = lane; j < c; j += 32) gr[j] = 0.0f;
+    if (lane == 0) row_loss[row] = 0.0f;
+    return;
+  }
   float mx = -INFINITY;
   for (int j = lane; j < c; j += 32) mx = fmaxf(mx, zr[j]);
   mx = warp_max(mx);
   float s = 0.0f;
   for (int j = lane; j < c; j += 32) s += expf(zr[j] - mx);
   s = warp_sum(s);
-  const int label = labels[row];
   const float scale = g_scale / s;
   for (int j = lane; j < c; j += 32) gr[j] = expf(zr[j] - mx) * scale - (j == label ? g_scale : 0.0f);
   if (lane == 0) row_loss[row] = logf(s) + mx - zr[label];
+}
+
+// The host's dropout mask formula (models/layers/dropout.cpp), in the same integers.
+__device__ uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void dropout_k(const float* x, float* y, size_t n, uint32_t threshold, float scale, uint64_t base) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const uint32_t draw = uint32_t(mix64(base + uint64_t(i) * 0x9e3779b97f4a7c15ull) >> 40);
+  y[i] = x[i] * (draw < threshold ? 0.0f : scale);
 }
 
 }  // namespace
@@ -419,10 +438,18 @@ void embedding_backward(const int32_t* tokens, const float* dy, float* dtable, f
 }
 
 void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad, float* row_loss, int rows,
-                           int classes, float g_scale) {
+                           int classes, float g_scale, int32_t ignore_label) {
   if (!rows) return;
-  softmax_xent_k<<<warp_blocks(rows), kThreads>>>(logits, labels, grad, row_loss, rows, classes, g_scale);
+  softmax_xent_k<<<warp_blocks(rows), kThreads>>>(logits, labels, grad, row_loss, rows, classes, g_scale,
+                                                   ignore_label);
   check_launch("softmax_cross_entropy");
+}
+
+void dropout_apply(const float* x, float* y, size_t n, uint32_t threshold, float scale, uint64_t draw_key,
+                   uint64_t offset) {
+  if (!n) return;
+  dropout_k<<<blocks_for(n), kThreads>>>(x, y, n, threshold, scale, draw_key + offset * 0x9e3779b97f4a7c15ull);
+  check_launch("dropout_apply");
 }
 
 }  // namespace dpt::gpu

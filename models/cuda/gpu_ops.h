@@ -75,8 +75,13 @@ void embedding_forward(const int32_t* tokens, const float* table, const float* p
 void embedding_backward(const int32_t* tokens, const float* dy, float* dtable, float* dpos, int count, int t,
                         int d);
 // Softmax cross entropy per row: row_loss[r] = logsumexp(z) - z[label], grad =
-// (softmax - onehot) * g_scale. Labels are checked on the host first.
+// (softmax - onehot) * g_scale; a row whose label is ignore_label gets loss 0 and a zero
+// gradient. Labels are checked on the host first.
 void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad, float* row_loss, int rows,
-                           int classes, float g_scale);
+                           int classes, float g_scale, int32_t ignore_label);
+// Dropout with the host's counter-based mask (models/layers/dropout.h): y[i] = x[i] *
+// (draw(key, offset + i) < threshold ? 0 : scale); y may be x.
+void dropout_apply(const float* x, float* y, size_t n, uint32_t threshold, float scale, uint64_t draw_key,
+                   uint64_t offset);
 
 }  // namespace dpt::gpu

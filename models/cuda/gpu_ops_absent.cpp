@@ -54,8 +54,9 @@ void embedding_forward(const int32_t*, const float*, const float*, float*, int, 
 void embedding_backward(const int32_t*, const float*, float*, float*, int, int, int) {
   absent("embedding_backward");
 }
-void softmax_cross_entropy(const float*, const int32_t*, float*, float*, int, int, float) {
+void softmax_cross_entropy(const float*, const int32_t*, float*, float*, int, int, float, int32_t) {
   absent("softmax_cross_entropy");
 }
+void dropout_apply(const float*, float*, size_t, uint32_t, float, uint64_t, uint64_t) { absent("dropout_apply"); }
 
 }  // namespace dpt::gpu

@@ -12,9 +12,8 @@ constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 }  // namespace
 
-// target_clones: a Haswell (AVX2 + FMA) copy is picked at load time where the CPU has it, the
-// baseline copy elsewhere, so the binary stays portable.
-__attribute__((target_clones("arch=haswell", "default")))
+// DPT_VECTOR_CLONES (models/fast_math.h): an AVX-512, an AVX2 and a baseline copy.
+DPT_VECTOR_CLONES
 void gelu_forward(const float* x, float* y, float* tanh_out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float v = x[i];
@@ -24,7 +23,7 @@ void gelu_forward(const float* x, float* y, float* tanh_out, size_t n) {
   }
 }
 
-__attribute__((target_clones("arch=haswell", "default")))
+DPT_VECTOR_CLONES
 void gelu_backward(const float* x, const float* tanh_in, const float* dy, float* dx, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float v = x[i];

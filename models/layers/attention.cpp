@@ -12,14 +12,16 @@
 
 namespace dpt {
 
-CausalAttentionCore::CausalAttentionCore(const std::string& name, int64_t dim, int64_t heads)
-    : Layer(name), d_(dim), h_(heads), hd_(dim / heads) {
+CausalAttentionCore::CausalAttentionCore(const std::string& name, int64_t dim, int64_t heads, float dropout,
+                                         const std::string& dropout_name)
+    : Layer(name), d_(dim), h_(heads), hd_(heads > 0 ? dim / heads : 0),
+      drop_(dropout_name.empty() ? join_name(name, "dropout") : dropout_name, dropout) {
   if (heads <= 0 || dim % heads != 0)
     throw std::invalid_argument(name + ": d_model " + std::to_string(dim) +
                                 " is not divisible by n_head " + std::to_string(heads));
 }
 
-const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContext&) {
+const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContext& ctx) {
   if (in.rank() != 3 || in.dim(2) != 3 * d_)
     throw std::invalid_argument(name() + ": expected [B, T, 3d], got " +
                                 shape_to_string(in.shape()));
@@ -31,6 +33,10 @@ const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContex
   probs_.resize({b_, h_, t_, t_});
   y_.set_device(in.device());
   y_.resize({b_, t_, d_});
+  if (drop_.begin(ctx)) {
+    dropped_.set_device(in.device());
+    dropped_.resize({b_, h_, t_, t_});
+  }
   if (in.on_cuda()) return forward_cuda(in, scale);
   for (int64_t b = 0; b < b_; ++b)
     for (int64_t h = 0; h < h_; ++h) {
@@ -52,8 +58,12 @@ const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContex
         for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
         for (int64_t j = i + 1; j < t_; ++j) row[j] = 0.0f;
       }
-      sgemm(false, false, T, hd, T, 1.0f, p, T, v, ld, 0.0f, y_.data() + b * t_ * d_ + h * hd_,
-            static_cast<int>(d_));
+      const int64_t slice = (b * h_ + h) * t_ * t_;
+      if (drop_.active())
+        dropout_apply(p, dropped_.data() + slice, static_cast<size_t>(t_ * t_), drop_.p(), drop_.draw_key(),
+                      static_cast<uint64_t>(slice));
+      sgemm(false, false, T, hd, T, 1.0f, mixed().data() + slice, T, v, ld, 0.0f,
+            y_.data() + b * t_ * d_ + h * hd_, static_cast<int>(d_));
     }
   return y_;
 }
@@ -73,11 +83,14 @@ const Tensor& CausalAttentionCore::backward(const Tensor& dout, GradSink&, bool 
       float* dq = dqkv_.data() + b * t_ * 3 * d_ + h * hd_;
       float* dk = dq + d_;
       float* dv = dq + 2 * d_;
-      const float* p = probs_.data() + (b * h_ + h) * t_ * t_;
+      const int64_t slice = (b * h_ + h) * t_ * t_;
+      const float* p = probs_.data() + slice;
       const float* dy = dout.data() + b * t_ * d_ + h * hd_;
       float* dp = dp_.data();
       sgemm(false, true, T, T, hd, 1.0f, dy, static_cast<int>(d_), v, ld, 0.0f, dp, T);
-      sgemm(true, false, T, hd, T, 1.0f, p, T, dy, static_cast<int>(d_), 0.0f, dv, ld);
+      sgemm(true, false, T, hd, T, 1.0f, mixed().data() + slice, T, dy, static_cast<int>(d_), 0.0f, dv, ld);
+      if (drop_.active())  // dP = dropout(dD), the forward's mask
+        dropout_apply(dp, dp, static_cast<size_t>(t_ * t_), drop_.p(), drop_.draw_key(), static_cast<uint64_t>(slice));
       // dS overwrites dP in place; P is zero above the diagonal so dS is too.
       for (int64_t i = 0; i < t_; ++i) {
         const float* prow = p + i * t_;
@@ -105,8 +118,10 @@ const Tensor& CausalAttentionCore::forward_cuda(const Tensor& in, float scale) {
                      probs_.data() + int64_t(h) * T * T, T, s_p, B);
   }
   gpu::causal_softmax_forward(probs_.data(), B * H, T);
+  if (drop_.active())
+    dropout_apply_on(true, probs_.data(), dropped_.data(), probs_.numel(), drop_.p(), drop_.draw_key());
   for (int h = 0; h < H; ++h)
-    sgemm_batched_on(true, false, false, T, hd, T, 1.0f, probs_.data() + int64_t(h) * T * T, T, s_p,
+    sgemm_batched_on(true, false, false, T, hd, T, 1.0f, mixed().data() + int64_t(h) * T * T, T, s_p,
                      in.data() + 2 * d + h * hd, ld, s_qkv, 0.0f, y_.data() + h * hd, d, s_o, B);
   return y_;
 }
@@ -120,7 +135,7 @@ const Tensor& CausalAttentionCore::backward_cuda(const Tensor& dout, float scale
   const float* qkv = qkv_->data();
   float* dqkv = dqkv_.data();
   for (int h = 0; h < H; ++h) {
-    const float* p = probs_.data() + int64_t(h) * T * T;
+    const float* p = mixed().data() + int64_t(h) * T * T;
     const float* dy = dout.data() + h * hd;
     float* dp = dp_device_.data() + int64_t(h) * T * T;
     // dP = dO V^T, dV = P^T dO
@@ -129,6 +144,8 @@ const Tensor& CausalAttentionCore::backward_cuda(const Tensor& dout, float scale
     sgemm_batched_on(true, true, false, T, hd, T, 1.0f, p, T, s_p, dy, d, s_o, 0.0f, dqkv + 2 * d + h * hd, ld,
                      s_qkv, B);
   }
+  if (drop_.active())  // dP = dropout(dD), the forward's mask
+    dropout_apply_on(true, dp_device_.data(), dp_device_.data(), dp_device_.numel(), drop_.p(), drop_.draw_key());
   gpu::causal_softmax_backward(probs_.data(), dp_device_.data(), B * H, T);
   for (int h = 0; h < H; ++h) {
     const float* ds = dp_device_.data() + int64_t(h) * T * T;
@@ -141,18 +158,21 @@ const Tensor& CausalAttentionCore::backward_cuda(const Tensor& dout, float scale
   return dqkv_;
 }
 
-CausalSelfAttention::CausalSelfAttention(ParamStore& store, const std::string& name, int64_t dim,
-                                         int64_t heads, int64_t n_layer)
+CausalSelfAttention::CausalSelfAttention(ParamStore& store, const std::string& name, const GptBlockSpec& spec)
     : Layer(name),
-      qkv_(store, join_name(name, "qkv"), dim, 3 * dim, true, LinearInit::kGpt2),
-      core_(join_name(name, "core"), dim, heads),
+      qkv_(store, join_name(name, spec.qkv()), spec.dim, 3 * spec.dim, true, LinearInit::kGpt2, 0.02f,
+           spec.layout()),
+      core_(join_name(name, "core"), spec.dim, spec.heads, spec.dropout, join_name(name, "attn_dropout")),
       // GPT-2 scales the init of projections into the residual stream by 1/sqrt(2L).
-      proj_(store, join_name(name, "proj"), dim, dim, true, LinearInit::kGpt2,
-            0.02f / std::sqrt(2.0f * static_cast<float>(n_layer))) {}
+      proj_(store, join_name(name, spec.attn_proj()), spec.dim, spec.dim, true, LinearInit::kGpt2,
+            0.02f / std::sqrt(2.0f * static_cast<float>(spec.n_layer)), spec.layout()),
+      resid_drop_(join_name(name, "resid_dropout"), spec.dropout) {}
 
 void CausalSelfAttention::init_params(ParamStore& store, uint64_t seed) {
   qkv_.init_params(store, seed);
+  core_.init_params(store, seed);
   proj_.init_params(store, seed);
+  resid_drop_.init_params(store, seed);
 }
 
 std::vector<size_t> CausalSelfAttention::used_params() const {
@@ -164,12 +184,13 @@ std::vector<size_t> CausalSelfAttention::used_params() const {
 const Tensor& CausalSelfAttention::forward(const Tensor& in, const ForwardContext& ctx) {
   const Tensor& qkv = qkv_.forward(in, ctx);
   const Tensor& o = core_.forward(qkv, ctx);
-  return proj_.forward(o, ctx);
+  return resid_drop_.forward(proj_.forward(o, ctx), ctx);
 }
 
 const Tensor& CausalSelfAttention::backward(const Tensor& dout, GradSink& sink,
                                             bool need_input_grad) {
-  const Tensor& d_o = proj_.backward(dout, sink, true);
+  const Tensor& d_proj = resid_drop_.backward(dout, sink, true);
+  const Tensor& d_o = proj_.backward(d_proj, sink, true);
   const Tensor& d_qkv = core_.backward(d_o, sink, true);
   return qkv_.backward(d_qkv, sink, need_input_grad);
 }

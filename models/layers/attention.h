@@ -8,9 +8,14 @@
 // The per-head products are sgemm calls on strided views (lda = 3d), no copies.
 // Backward per (b, h): dP = dO V^T, dV = P^T dO, dS = P*(dP - rowsum(dP*P)),
 // dQ = dS K / sqrt(hd), dK = dS^T Q / sqrt(hd).
+// With attention dropout (GPT-2's attn_pdrop), O = D V where D = dropout(P): then
+// dV = D^T dO and dP = dropout(dD) with the same mask before the softmax backward.
+// The sub-layers' names and weight layout come from GptBlockSpec (models/layers/gpt_spec.h).
 #pragma once
 
 #include "models/layer.h"
+#include "models/layers/dropout.h"
+#include "models/layers/gpt_spec.h"
 #include "models/layers/linear.h"
 
 namespace dpt {
@@ -18,7 +23,9 @@ namespace dpt {
 // The parameter-free middle part: qkv [B, T, 3d] -> O [B, T, d].
 class CausalAttentionCore : public Layer {
  public:
-  CausalAttentionCore(const std::string& name, int64_t dim, int64_t heads);
+  CausalAttentionCore(const std::string& name, int64_t dim, int64_t heads, float dropout = 0.0f,
+                      const std::string& dropout_name = "");
+  void init_params(ParamStore& store, uint64_t seed) override { drop_.init_params(store, seed); }
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
   bool supports_cuda() const override { return true; }
@@ -27,7 +34,10 @@ class CausalAttentionCore : public Layer {
   int64_t d_, h_, hd_;
   int64_t b_ = 0, t_ = 0;
   const Tensor* qkv_ = nullptr;
+  Dropout drop_;  // on P; its mask is applied per (b, h) slice
   Tensor probs_;  // P for every (b, h): [B, H, T, T]
+  Tensor dropped_;  // D = dropout(P), when dropout is active
+  const Tensor& mixed() const { return drop_.active() ? dropped_ : probs_; }  // what multiplies V
   Tensor y_, dqkv_;
   std::vector<float> dp_;  // scratch [T, T]
   Tensor dp_device_;       // on the device: dP for every (b, h), [B, H, T, T]
@@ -35,11 +45,10 @@ class CausalAttentionCore : public Layer {
   const Tensor& backward_cuda(const Tensor& dout, float scale);
 };
 
-// qkv projection, core, output projection: the full attention sub-layer.
+// qkv projection, core, output projection, residual dropout: the full attention sub-layer.
 class CausalSelfAttention : public Layer {
  public:
-  CausalSelfAttention(ParamStore& store, const std::string& name, int64_t dim, int64_t heads,
-                      int64_t n_layer);
+  CausalSelfAttention(ParamStore& store, const std::string& name, const GptBlockSpec& spec);
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
@@ -50,6 +59,7 @@ class CausalSelfAttention : public Layer {
   Linear qkv_;
   CausalAttentionCore core_;
   Linear proj_;
+  Dropout resid_drop_;
 };
 
 }  // namespace dpt

@@ -10,8 +10,8 @@
 namespace dpt {
 
 Embedding::Embedding(ParamStore& store, const std::string& token_name, int64_t vocab, int64_t dim,
-                     const std::string& position_name, int64_t max_positions)
-    : Layer(token_name), store_(store), vocab_(vocab), d_(dim), max_pos_(max_positions) {
+                     const std::string& position_name, int64_t max_positions, float position_std)
+    : Layer(token_name), store_(store), vocab_(vocab), d_(dim), max_pos_(max_positions), pos_std_(position_std) {
   tok_ = store.add(join_name(token_name, "weight"), {vocab, dim});
   if (max_pos_ > 0) pos_ = store.add(join_name(position_name, "weight"), {max_positions, dim});
 }
@@ -19,7 +19,7 @@ Embedding::Embedding(ParamStore& store, const std::string& token_name, int64_t v
 void Embedding::init_params(ParamStore& store, uint64_t seed) {
   init_normal(store.param_span(tok_), 0.02f, param_seed(seed, store.infos()[tok_].name));
   if (max_pos_ > 0)
-    init_normal(store.param_span(pos_), 0.01f, param_seed(seed, store.infos()[pos_].name));
+    init_normal(store.param_span(pos_), pos_std_, param_seed(seed, store.infos()[pos_].name));
 }
 
 std::vector<size_t> Embedding::used_params() const {

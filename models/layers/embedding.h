@@ -14,9 +14,10 @@ namespace dpt {
 
 class Embedding : public Layer {
  public:
-  // max_positions == 0: no position table.
+  // max_positions == 0: no position table. Initial values: N(0, 0.02) for the token
+  // table, N(0, position_std) for the position table.
   Embedding(ParamStore& store, const std::string& token_name, int64_t vocab, int64_t dim,
-            const std::string& position_name = "", int64_t max_positions = 0);
+            const std::string& position_name = "", int64_t max_positions = 0, float position_std = 0.01f);
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
@@ -27,6 +28,7 @@ class Embedding : public Layer {
  private:
   ParamStore& store_;
   int64_t vocab_, d_, max_pos_;
+  float pos_std_;
   size_t tok_ = 0, pos_ = 0;
   std::vector<int32_t> tokens_;  // copy of this step's ids, needed by backward
   DeviceFloats tokens_device_;   // the same ids on the device (as 4-byte words), for CUDA

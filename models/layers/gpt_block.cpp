@@ -17,16 +17,16 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 }  // namespace
 
-GptBlock::GptBlock(ParamStore& store, const std::string& name, int64_t dim, int64_t heads,
-                   int64_t n_layer)
+GptBlock::GptBlock(ParamStore& store, const std::string& name, const GptBlockSpec& spec)
     : Layer(name),
-      ln1_(store, join_name(name, "ln1"), dim),
-      attn_(store, join_name(name, "attn"), dim, heads, n_layer),
-      ln2_(store, join_name(name, "ln2"), dim),
-      fc_(store, join_name(name, "mlp.fc"), dim, 4 * dim, true, LinearInit::kGpt2),
+      ln1_(store, join_name(name, spec.ln1()), spec.dim, spec.ln_eps),
+      attn_(store, join_name(name, "attn"), spec),
+      ln2_(store, join_name(name, spec.ln2()), spec.dim, spec.ln_eps),
+      fc_(store, join_name(name, spec.fc()), spec.dim, 4 * spec.dim, true, LinearInit::kGpt2, 0.02f, spec.layout()),
       gelu_(join_name(name, "mlp.gelu")),
-      proj_(store, join_name(name, "mlp.proj"), 4 * dim, dim, true, LinearInit::kGpt2,
-            0.02f / std::sqrt(2.0f * static_cast<float>(n_layer))) {}
+      proj_(store, join_name(name, spec.mlp_proj()), 4 * spec.dim, spec.dim, true, LinearInit::kGpt2,
+            0.02f / std::sqrt(2.0f * static_cast<float>(spec.n_layer)), spec.layout()),
+      mlp_drop_(join_name(name, "mlp.dropout"), spec.dropout) {}
 
 void GptBlock::init_params(ParamStore& store, uint64_t seed) {
   ln1_.init_params(store, seed);
@@ -34,6 +34,7 @@ void GptBlock::init_params(ParamStore& store, uint64_t seed) {
   ln2_.init_params(store, seed);
   fc_.init_params(store, seed);
   proj_.init_params(store, seed);
+  mlp_drop_.init_params(store, seed);
 }
 
 std::vector<size_t> GptBlock::used_params() const {
@@ -47,12 +48,12 @@ const Tensor& GptBlock::forward(const Tensor& in, const ForwardContext& ctx) {
   const Tensor& a = attn_.forward(ln1_.forward(in, ctx), ctx);
   add(in, a, x2_);
   const Tensor& m = proj_.forward(gelu_.forward(fc_.forward(ln2_.forward(x2_, ctx), ctx), ctx), ctx);
-  add(x2_, m, out_);
+  add(x2_, mlp_drop_.forward(m, ctx), out_);
   return out_;
 }
 
 const Tensor& GptBlock::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
-  const Tensor& d_gelu = proj_.backward(dout, sink, true);
+  const Tensor& d_gelu = proj_.backward(mlp_drop_.backward(dout, sink, true), sink, true);
   const Tensor& d_fc = gelu_.backward(d_gelu, sink, true);
   const Tensor& d_ln2 = fc_.backward(d_fc, sink, true);
   const Tensor& d_x2_branch = ln2_.backward(d_ln2, sink, true);

@@ -1,13 +1,16 @@
 // One pre-norm transformer block (GPT-2):
-//   x2  = x  + attn(ln1(x))
-//   out = x2 + mlp.proj(gelu(mlp.fc(ln2(x2))))      mlp.fc: d -> 4d, mlp.proj: 4d -> d
+//   x2  = x  + drop(attn(ln1(x)))
+//   out = x2 + drop(mlp.proj(gelu(mlp.fc(ln2(x2)))))      mlp.fc: d -> 4d, mlp.proj: 4d -> d
+// (drop: residual dropout, identity when the spec's dropout is 0 or in evaluation.)
 // Backward walks the same sub-layers in reverse; the residual branches add their
-// input gradients onto the skip path.
+// input gradients onto the skip path. Names and weight layout: models/layers/gpt_spec.h.
 #pragma once
 
 #include "models/layer.h"
 #include "models/layers/activations.h"
 #include "models/layers/attention.h"
+#include "models/layers/dropout.h"
+#include "models/layers/gpt_spec.h"
 #include "models/layers/layer_norm.h"
 #include "models/layers/linear.h"
 
@@ -15,8 +18,7 @@ namespace dpt {
 
 class GptBlock : public Layer {
  public:
-  GptBlock(ParamStore& store, const std::string& name, int64_t dim, int64_t heads,
-           int64_t n_layer);
+  GptBlock(ParamStore& store, const std::string& name, const GptBlockSpec& spec);
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
@@ -30,6 +32,7 @@ class GptBlock : public Layer {
   Linear fc_;
   Gelu gelu_;
   Linear proj_;
+  Dropout mlp_drop_;
   Tensor x2_, out_, dx2_, dx_;
 };
 

@@ -10,10 +10,10 @@
 namespace dpt {
 
 Linear::Linear(ParamStore& store, const std::string& name, int64_t in, int64_t out, bool bias,
-               LinearInit init, float gpt2_std)
+               LinearInit init, float gpt2_std, WeightLayout layout)
     : Layer(name), store_(store), in_(in), out_(out), has_bias_(bias), init_(init),
-      gpt2_std_(gpt2_std) {
-  w_ = store.add(join_name(name, "weight"), {out, in});
+      gpt2_std_(gpt2_std), in_out_(layout == WeightLayout::kInOut) {
+  w_ = store.add(join_name(name, "weight"), in_out_ ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in});
   if (has_bias_) b_ = store.add(join_name(name, "bias"), {out});
 }
 
@@ -55,9 +55,10 @@ const Tensor& Linear::forward(const Tensor& in, const ForwardContext&) {
         for (int64_t o = 0; o < out_; ++o) y[r * out_ + o] = b[o];
     }
   }
-  sgemm_on(cuda, false, true, rows, static_cast<int>(out_), static_cast<int>(in_), 1.0f, in.data(),
-           static_cast<int>(in_), store_.param_on(cuda, w_), static_cast<int>(in_), has_bias_ ? 1.0f : 0.0f,
-           y, static_cast<int>(out_));
+  // W [out, in]: y = x W^T (ldb in); W [in, out]: y = x W (ldb out).
+  sgemm_on(cuda, false, !in_out_, rows, static_cast<int>(out_), static_cast<int>(in_), 1.0f, in.data(),
+           static_cast<int>(in_), store_.param_on(cuda, w_), static_cast<int>(in_out_ ? out_ : in_),
+           has_bias_ ? 1.0f : 0.0f, y, static_cast<int>(out_));
   return y_;
 }
 
@@ -76,15 +77,21 @@ const Tensor& Linear::backward(const Tensor& dout, GradSink& sink, bool need_inp
     }
     sink.ready(b_);
   }
-  sgemm_on(cuda, true, false, static_cast<int>(out_), static_cast<int>(in_), rows, 1.0f, dy,
-           static_cast<int>(out_), x_->data(), static_cast<int>(in_), 1.0f, store_.grad_on(cuda, w_),
-           static_cast<int>(in_));
+  if (in_out_)  // dW [in, out] += x^T dy
+    sgemm_on(cuda, true, false, static_cast<int>(in_), static_cast<int>(out_), rows, 1.0f, x_->data(),
+             static_cast<int>(in_), dy, static_cast<int>(out_), 1.0f, store_.grad_on(cuda, w_),
+             static_cast<int>(out_));
+  else  // dW [out, in] += dy^T x
+    sgemm_on(cuda, true, false, static_cast<int>(out_), static_cast<int>(in_), rows, 1.0f, dy,
+             static_cast<int>(out_), x_->data(), static_cast<int>(in_), 1.0f, store_.grad_on(cuda, w_),
+             static_cast<int>(in_));
   sink.ready(w_);  // final now: announce before the dx product so communication overlaps it
   if (need_input_grad) {
     dx_.resize_like(*x_);
-    sgemm_on(cuda, false, false, rows, static_cast<int>(in_), static_cast<int>(out_), 1.0f, dy,
-             static_cast<int>(out_), store_.param_on(cuda, w_), static_cast<int>(in_), 0.0f, dx_.data(),
-             static_cast<int>(in_));
+    // dx = dy W ([out, in], ldb in) or dy W^T ([in, out], ldb out)
+    sgemm_on(cuda, false, in_out_, rows, static_cast<int>(in_), static_cast<int>(out_), 1.0f, dy,
+             static_cast<int>(out_), store_.param_on(cuda, w_), static_cast<int>(in_out_ ? out_ : in_), 0.0f,
+             dx_.data(), static_cast<int>(in_));
   }
   return dx_;
 }

@@ -1,6 +1,8 @@
 // Linear: y = x W^T + b over the last dimension (PyTorch layout, W is [out, in]).
 // Any leading dimensions are flattened into rows: x [rows, in] -> y [rows, out].
 // Backward: dW += dy^T x, db += column sums of dy, dx = dy W (three sgemm calls).
+// WeightLayout::kInOut stores W transposed, [in, out], as Hugging Face's Conv1D (GPT-2)
+// does: y = x W + b, dW += x^T dy, dx = dy W^T. Only the sgemm transposes differ.
 #pragma once
 
 #include "models/layer.h"
@@ -8,11 +10,13 @@
 namespace dpt {
 
 enum class LinearInit { kPyTorchDefault, kGpt2 };
+enum class WeightLayout { kOutIn, kInOut };
 
 class Linear : public Layer {
  public:
   Linear(ParamStore& store, const std::string& name, int64_t in, int64_t out, bool bias = true,
-         LinearInit init = LinearInit::kPyTorchDefault, float gpt2_std = 0.02f);
+         LinearInit init = LinearInit::kPyTorchDefault, float gpt2_std = 0.02f,
+         WeightLayout layout = WeightLayout::kOutIn);
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
@@ -25,6 +29,7 @@ class Linear : public Layer {
   bool has_bias_;
   LinearInit init_;
   float gpt2_std_;
+  bool in_out_;  // WeightLayout::kInOut
   size_t w_ = 0, b_ = 0;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;

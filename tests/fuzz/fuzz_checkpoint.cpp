@@ -10,7 +10,10 @@
 // Checks, for every input:
 //   - parse_safetensors throws CheckpointError or returns tensors that tile the data: in
 //     the order returned, their bytes are the data exactly (no gap, no overlap, nothing
-//     left over), and each holds as many values as its shape says;
+//     left over), and each holds as many values as its shape says; an F32 tensor's
+//     values are its bytes, an F16 or BF16 tensor's values are its 2-byte elements'
+//     values computed here by the formula (sign, exponent, fraction via ldexp), not by
+//     the reader's bit manipulation;
 //   - a "dpt.crc32" in the metadata is the CRC-32 of the data;
 //   - the rewrite, in the order returned and in reverse order, is accepted by our writer
 //     and parses back to the same tensors (bit for bit) and metadata: whatever the
@@ -18,6 +21,7 @@
 //   - no read past the input (ASan), no leak, no undefined behaviour (UBSan), no
 //     exception other than CheckpointError (a JSON exception escaping would be a bug).
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +42,21 @@ size_t numel(const std::vector<int64_t>& shape) {
   size_t n = 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
   return n;
+}
+
+// The value of a 16-bit float element, from its definition.
+bool same_value(float got, uint16_t bits, bool bf16) {
+  const int sign = bits >> 15;
+  const int exp_bits = bf16 ? 8 : 5, frac_bits = bf16 ? 7 : 10, bias = bf16 ? 127 : 15;
+  const int e = (bits >> frac_bits) & ((1 << exp_bits) - 1);
+  const int f = bits & ((1 << frac_bits) - 1);
+  if (e == (1 << exp_bits) - 1) {
+    if (f != 0) return std::isnan(got);
+    return std::isinf(got) && std::signbit(got) == bool(sign);
+  }
+  const double mag = e == 0 ? std::ldexp(double(f), 1 - bias - frac_bits)
+                            : std::ldexp(double(f + (1 << frac_bits)), e - bias - frac_bits);
+  return double(got) == (sign ? -mag : mag) && std::signbit(got) == bool(sign);
 }
 
 std::vector<NamedTensor> by_name(std::vector<NamedTensor> v) {
@@ -101,10 +120,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t at = 0;
   for (const auto& t : c.tensors) {
     FUZZ_CHECK(t.data.size() == numel(t.shape), "a tensor holds as many values as its shape says");
-    const size_t n = t.data.size() * sizeof(float);
+    FUZZ_CHECK(t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16", "only F32, F16 and BF16 are accepted");
+    const size_t elem = t.dtype == "F32" ? sizeof(float) : 2;
+    const size_t n = t.data.size() * elem;
     FUZZ_CHECK(n <= tensor_data.size() - at, "the tensors do not reach past the data");
-    FUZZ_CHECK(n == 0 || std::memcmp(t.data.data(), tensor_data.data() + at, n) == 0,
-               "each tensor's values are the next bytes of the data");
+    if (elem == sizeof(float)) {
+      FUZZ_CHECK(n == 0 || std::memcmp(t.data.data(), tensor_data.data() + at, n) == 0,
+                 "each tensor's values are the next bytes of the data");
+    } else {
+      for (size_t i = 0; i < t.data.size(); ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, tensor_data.data() + at + 2 * i, 2);
+        FUZZ_CHECK(same_value(t.data[i], bits, t.dtype == "BF16"), "a 16-bit element widens to its value");
+      }
+    }
     at += n;
   }
   FUZZ_CHECK(at == tensor_data.size(), "the tensors cover the data exactly");

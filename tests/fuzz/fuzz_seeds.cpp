@@ -8,6 +8,7 @@
 //   checkpoint/  small files written by save_safetensors: a model-like set of tensors
 //                with metadata, a scalar and an empty tensor, and a file with no tensors.
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -92,6 +93,17 @@ void checkpoint_seeds(const fs::path& dir) {
                    {{"format", "pt"}, {"dpt.model", "mlp"}, {"step", "7"}});
   save_safetensors((dir / "scalar-and-empty").string(), {{"scale", {}, scalar}, {"unused", {0, 4}, none}});
   save_safetensors((dir / "no-tensors").string(), {}, {{"note", "metadata only"}});
+  // 16-bit tensors as Hugging Face publishes them (our writer only writes F32): F16 with
+  // a normal, a subnormal, an infinity and a NaN; BF16 with two values.
+  const std::string header = R"({"h":{"dtype":"F16","shape":[4],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]},)"
+                             R"("__metadata__":{"format":"pt"}})";
+  std::string file(8, '\0');
+  const uint64_t len = header.size();
+  std::memcpy(file.data(), &len, 8);
+  file += header;
+  for (uint16_t v : {0x3c00, 0x0001, 0x7c00, 0x7e01, 0x3f80, 0xc040}) file.append(reinterpret_cast<const char*>(&v), 2);
+  write_file(dir / "f16-bf16", file);
 }
 
 }  // namespace

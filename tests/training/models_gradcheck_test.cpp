@@ -80,12 +80,29 @@ void check_layer(Layer& layer, ParamStore& store, std::vector<int64_t> in_shape,
   }
 }
 
+GptBlockSpec block_spec(int64_t dim, int64_t heads, int64_t n_layer, float dropout = 0.0f, bool hf = false) {
+  GptBlockSpec s;
+  s.dim = dim;
+  s.heads = heads;
+  s.n_layer = n_layer;
+  s.dropout = dropout;
+  s.hf_names = hf;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("gradcheck: Linear", "[models][gradcheck]") {
   ParamStore store;
   Linear l(store, "fc", 5, 4);
   check_layer(l, store, {3, 2, 5});  // leading dims flatten into rows
+}
+
+TEST_CASE("gradcheck: Linear with Conv1D [in, out] weights", "[models][gradcheck]") {
+  ParamStore store;
+  Linear l(store, "c_fc", 5, 4, true, LinearInit::kGpt2, 0.02f, WeightLayout::kInOut);
+  CHECK(store.infos()[0].shape == std::vector<int64_t>{5, 4});
+  check_layer(l, store, {3, 2, 5});
 }
 
 TEST_CASE("gradcheck: Linear without bias", "[models][gradcheck]") {
@@ -130,15 +147,15 @@ TEST_CASE("gradcheck: MaxPool2d and Flatten", "[models][gradcheck]") {
 }
 
 TEST_CASE("gradcheck: Dropout with a fixed mask", "[models][gradcheck]") {
+  // Every forward of check_layer has rng_step 0, so finite differences see one mask.
   ParamStore store;
-  Dropout drop("drop", 0.3f, 99);
-  const auto state = drop.state();
-  // Re-seed before each forward so finite differences see the same mask.
-  check_layer(drop, store, {5, 8}, nullptr, true, [&] { drop.set_state(state); });
+  Dropout drop("drop", 0.3f);
+  check_layer(drop, store, {5, 8});
 }
 
 TEST_CASE("Dropout: rate, scaling and identity in eval", "[models]") {
-  Dropout drop("drop", 0.25f, 5);
+  Dropout drop("drop", 0.25f);
+  drop.set_seed(5);
   Tensor x({10000});
   std::fill(x.data(), x.data() + x.numel(), 1.0f);
   ForwardContext train{nullptr, true}, eval{nullptr, false};
@@ -152,12 +169,28 @@ TEST_CASE("Dropout: rate, scaling and identity in eval", "[models]") {
   CHECK(zeros < 2700);
   const Tensor& ye = drop.forward(x, eval);
   for (size_t i = 0; i < ye.numel(); ++i) REQUIRE(ye[i] == 1.0f);
-  // Same seed, same mask.
-  Dropout a("a", 0.5f, 42), b("b", 0.5f, 42);
+  CHECK(&ye == &x);  // evaluation passes the input through, no copy
+  // Same seed, name and step: same mask; another step, stream or seed: another mask.
+  Dropout a("d", 0.5f), b("d", 0.5f);
+  a.set_seed(42);
+  b.set_seed(42);
   const Tensor& ya = a.forward(x, train);
   std::vector<float> ya_copy(ya.data(), ya.data() + ya.numel());
-  const Tensor& yb = b.forward(x, train);
-  CHECK(std::equal(ya_copy.begin(), ya_copy.end(), yb.data()));
+  CHECK(std::equal(ya_copy.begin(), ya_copy.end(), b.forward(x, train).data()));
+  ForwardContext next_step = train, other_stream = train;
+  next_step.rng_step = 1;
+  other_stream.rng_stream = 1;
+  CHECK(!std::equal(ya_copy.begin(), ya_copy.end(), b.forward(x, next_step).data()));
+  CHECK(!std::equal(ya_copy.begin(), ya_copy.end(), b.forward(x, other_stream).data()));
+  b.set_seed(43);
+  CHECK(!std::equal(ya_copy.begin(), ya_copy.end(), b.forward(x, train).data()));
+  // A tensor processed in slices (offset) gets the mask it gets whole.
+  std::vector<float> whole(x.numel()), sliced(x.numel());
+  const uint64_t key = dropout_draw_key(7, 3, 0);
+  dropout_apply(x.data(), whole.data(), x.numel(), 0.3f, key);
+  dropout_apply(x.data(), sliced.data(), 4000, 0.3f, key);
+  dropout_apply(x.data() + 4000, sliced.data() + 4000, x.numel() - 4000, 0.3f, key, 4000);
+  CHECK(whole == sliced);
 }
 
 TEST_CASE("gradcheck: LayerNorm", "[models][gradcheck]") {
@@ -186,13 +219,21 @@ TEST_CASE("gradcheck: causal attention core and full attention", "[models][gradc
   ParamStore s1, s2;
   CausalAttentionCore core("core", 6, 2);
   check_layer(core, s1, {2, 4, 18});
-  CausalSelfAttention attn(s2, "attn", 6, 3, 1);
+  CausalSelfAttention attn(s2, "attn", block_spec(6, 3, 1));
+  check_layer(attn, s2, {2, 5, 6});
+}
+
+TEST_CASE("gradcheck: attention with dropout on the probabilities and the residual", "[models][gradcheck]") {
+  ParamStore s1, s2;
+  CausalAttentionCore core("core", 6, 2, 0.3f);
+  check_layer(core, s1, {2, 4, 18});
+  CausalSelfAttention attn(s2, "attn", block_spec(6, 3, 1, 0.3f, true));
   check_layer(attn, s2, {2, 5, 6});
 }
 
 TEST_CASE("attention is causal: output at t ignores inputs after t", "[models]") {
   ParamStore store;
-  CausalSelfAttention attn(store, "attn", 8, 2, 1);
+  CausalSelfAttention attn(store, "attn", block_spec(8, 2, 1));
   store.finalize();
   attn.init_params(store, 3);
   Tensor x({1, 6, 8});
@@ -209,7 +250,13 @@ TEST_CASE("attention is causal: output at t ignores inputs after t", "[models]")
 
 TEST_CASE("gradcheck: GPT block", "[models][gradcheck]") {
   ParamStore store;
-  GptBlock block(store, "blocks.0", 8, 2, 2);
+  GptBlock block(store, "blocks.0", block_spec(8, 2, 2));
+  check_layer(block, store, {2, 3, 8});
+}
+
+TEST_CASE("gradcheck: GPT-2 block (Hugging Face layout, dropout 0.2)", "[models][gradcheck]") {
+  ParamStore store;
+  GptBlock block(store, "h.0", block_spec(8, 2, 2, 0.2f, true));
   check_layer(block, store, {2, 3, 8});
 }
 
@@ -274,6 +321,7 @@ ModelCase small_model(const std::string& name) {
   cfg.d_model = 8;
   cfg.n_layer = 2;
   cfg.n_head = 2;
+  if (name == "gpt2") cfg.dropout = 0.1f;  // masks fixed by resetting rng_step before each forward
   ModelCase mc;
   mc.model = make_model(name, cfg);
   const int64_t n = 3;
@@ -304,7 +352,7 @@ ModelCase small_model(const std::string& name) {
 }  // namespace
 
 TEST_CASE("gradcheck: every model's backward", "[models][gradcheck]") {
-  for (const std::string name : {"toy", "mlp", "cnn", "gpt"}) {
+  for (const std::string name : {"toy", "mlp", "cnn", "gpt", "gpt2"}) {
     DYNAMIC_SECTION(name) {
       ModelCase mc = small_model(name);
       Module& m = *mc.model;
@@ -314,9 +362,11 @@ TEST_CASE("gradcheck: every model's backward", "[models][gradcheck]") {
       fill_random(noise, 77, -0.3f, 0.3f);
       for (size_t i = 0; i < noise.size(); ++i) m.flat_params()[i] += noise[i];
       m.zero_grad();
+      m.set_rng_step(0);
       m.train_step(mc.in, mc.target);
       std::vector<float> g(m.flat_grads().begin(), m.flat_grads().end());
       auto loss = [&] {
+        m.set_rng_step(0);  // the same dropout masks as the analytic step
         m.forward(mc.in, true);
         return double(m.loss(mc.target));
       };
@@ -337,7 +387,7 @@ TEST_CASE("gradcheck: every model's backward", "[models][gradcheck]") {
       // Kinks are rare; skipping many would hide a real mismatch.
       INFO(name << ": " << kinks << " of " << kinks + checked << " elements skipped as kinks");
       CHECK(kinks * 50 <= kinks + checked);
-      if (name == "gpt") CHECK(kinks == 0);  // smooth everywhere
+      if (name == "gpt" || name == "gpt2") CHECK(kinks == 0);  // smooth everywhere
     }
   }
 }
