@@ -9,6 +9,7 @@
 #include "models/layers/layer_norm.h"
 #include "models/layers/linear.h"
 #include "models/layers/shape_layers.h"
+#include "models/resnet.h"
 
 namespace dpt {
 
@@ -57,14 +58,15 @@ Gpt::Gpt(const ModelConfig& cfg) : Module("gpt", cfg.seed, {cfg.seq_len}, true),
   finalize(std::make_unique<SoftmaxCrossEntropy>());
 }
 
-std::vector<std::string> model_names() { return {"toy", "mlp", "cnn", "gpt"}; }
+std::vector<std::string> model_names() { return {"toy", "mlp", "cnn", "gpt", "resnet18"}; }
 
 std::unique_ptr<Module> make_model(const std::string& name, const ModelConfig& cfg) {
   if (name == "toy") return std::make_unique<ToyModel>(cfg);
   if (name == "mlp") return std::make_unique<Mlp>(cfg);
   if (name == "cnn") return std::make_unique<Cnn>(cfg);
   if (name == "gpt") return std::make_unique<Gpt>(cfg);
-  throw std::invalid_argument("unknown model '" + name + "' (valid: toy, mlp, cnn, gpt)");
+  if (name == "resnet18") return std::make_unique<ResNet18>(cfg);
+  throw std::invalid_argument("unknown model '" + name + "' (valid: toy, mlp, cnn, gpt, resnet18)");
 }
 
 }  // namespace dpt

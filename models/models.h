@@ -4,7 +4,8 @@
 //   Cnn       [conv3x3(pad 1) ReLU maxpool2] x2, Flatten, Linear ReLU Linear, CE.
 //   Gpt       token + position embedding, n_layer pre-norm blocks, final LayerNorm,
 //             output head tied to the token embedding, CE over next-token targets.
-// make_model("toy" | "mlp" | "cnn" | "gpt", config) builds one by name.
+//   ResNet18  torchvision's resnet18 (models/resnet.h).
+// make_model("toy" | "mlp" | "cnn" | "gpt" | "resnet18", config) builds one by name.
 #pragma once
 
 #include <memory>

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -72,11 +73,25 @@ size_t checked_numel(const std::vector<int64_t>& shape, const std::string& path,
   size_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) throw CheckpointError(path, "tensor " + name + " has a negative dimension");
-    if (d != 0 && n > std::numeric_limits<size_t>::max() / 4 / static_cast<size_t>(d))
+    if (d != 0 && n > std::numeric_limits<size_t>::max() / 8 / static_cast<size_t>(d))
       throw CheckpointError(path, "tensor " + name + " shape overflows");
     n *= static_cast<size_t>(d);
   }
   return n;
+}
+
+size_t element_bytes(FileDType d) { return d == FileDType::I64 ? 8 : 4; }
+
+// An I64 tensor's values as the integers the file holds; refuses a value that is not one.
+std::vector<int64_t> as_int64(const NamedTensorView& t, const std::string& path) {
+  std::vector<int64_t> v(t.data.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float f = t.data[i];
+    if (!std::isfinite(f) || std::trunc(f) != f)
+      throw CheckpointError(path, "tensor " + t.name + " is stored as I64 but holds " + std::to_string(f));
+    v[i] = static_cast<int64_t>(f);
+  }
+  return v;
 }
 
 bool known_dtype(const std::string& d) {
@@ -87,6 +102,8 @@ bool known_dtype(const std::string& d) {
 }
 
 }  // namespace
+
+const char* file_dtype_name(FileDType d) { return d == FileDType::I64 ? "I64" : "F32"; }
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -113,10 +130,11 @@ std::string encode_safetensors_header(const std::vector<NamedTensorView>& tensor
     if (numel != t.data.size())
       throw CheckpointError(path, "tensor " + t.name + " has shape " + shape_str(t.shape) +
                                       " but " + std::to_string(t.data.size()) + " values");
-    const uint64_t bytes = numel * sizeof(float);
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t bytes = numel * element_bytes(t.dtype);
+    header[t.name] = {{"dtype", file_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    crc = crc32_update(crc, t.data.data(), bytes);
+    if (t.dtype == FileDType::I64) crc = crc32_update(crc, as_int64(t, path).data(), bytes);
+    else crc = crc32_update(crc, t.data.data(), bytes);
   }
   Metadata meta = metadata;
   meta[kCrcKey] = hex32(crc);
@@ -136,7 +154,10 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensorView
   tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (tmp.fd < 0) throw CheckpointError(path, "cannot create " + tmp.path + ": " + errno_text());
   write_all(tmp.fd, header.data(), header.size(), path);
-  for (const auto& t : tensors) write_all(tmp.fd, t.data.data(), t.data.size() * sizeof(float), path);
+  for (const auto& t : tensors) {
+    if (t.dtype == FileDType::I64) write_all(tmp.fd, as_int64(t, path).data(), t.data.size() * 8, path);
+    else write_all(tmp.fd, t.data.data(), t.data.size() * sizeof(float), path);
+  }
   if (::fsync(tmp.fd) != 0) throw CheckpointError(path, "fsync failed: " + errno_text());
   if (::close(tmp.fd) != 0) {
     tmp.fd = -1;
@@ -217,13 +238,14 @@ SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::st
       const std::string dtype = v["dtype"].get<std::string>();
       if (!known_dtype(dtype))
         throw CheckpointError(path, "tensor " + name + " has unknown dtype '" + dtype + "'");
-      if (dtype != "F32")
-        throw CheckpointError(path, "tensor " + name + " has dtype " + dtype + "; only F32 is supported");
+      if (dtype != "F32" && dtype != "I64")
+        throw CheckpointError(path, "tensor " + name + " has dtype " + dtype + "; only F32 (and I64 for counters) is supported");
       const auto& shape_j = v["shape"];
       const auto& off_j = v["data_offsets"];
       if (!shape_j.is_array()) throw CheckpointError(path, "tensor " + name + ": shape is not an array");
       NamedTensor t;
       t.name = name;
+      t.dtype = dtype == "I64" ? FileDType::I64 : FileDType::F32;
       for (const auto& d : shape_j) {
         if (!d.is_number_unsigned())
           throw CheckpointError(path, "tensor " + name + ": shape holds a non-integer or negative value");
@@ -238,9 +260,9 @@ SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::st
                                         std::to_string(e) + "] outside the " +
                                         std::to_string(data_size) + " data bytes (truncated?)");
       const size_t numel = checked_numel(t.shape, path, name);
-      if (numel * sizeof(float) != e - b)
+      if (numel * element_bytes(t.dtype) != e - b)
         throw CheckpointError(path, "tensor " + name + ": shape " + shape_str(t.shape) + " needs " +
-                                        std::to_string(numel * sizeof(float)) + " bytes but data_offsets span " +
+                                        std::to_string(numel * element_bytes(t.dtype)) + " bytes but data_offsets span " +
                                         std::to_string(e - b));
       extents.push_back({b, e, out.tensors.size()});
       out.tensors.push_back(std::move(t));
@@ -276,9 +298,17 @@ SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::st
   ordered.reserve(extents.size());
   for (const auto& x : extents) {
     NamedTensor& t = out.tensors[x.index];
-    t.data.resize((x.end - x.begin) / sizeof(float));
-    // An empty tensor's data() may be null, which memcpy must not get even for 0 bytes.
-    if (x.end > x.begin) std::memcpy(t.data.data(), data + x.begin, x.end - x.begin);
+    t.data.resize((x.end - x.begin) / element_bytes(t.dtype));
+    if (t.dtype == FileDType::I64) {
+      for (size_t i = 0; i < t.data.size(); ++i) {
+        int64_t v;
+        std::memcpy(&v, data + x.begin + 8 * i, 8);
+        t.data[i] = static_cast<float>(v);
+      }
+    } else if (x.end > x.begin) {
+      // An empty tensor's data() may be null, which memcpy must not get even for 0 bytes.
+      std::memcpy(t.data.data(), data + x.begin, x.end - x.begin);
+    }
     ordered.push_back(std::move(t));
   }
   out.tensors = std::move(ordered);

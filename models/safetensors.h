@@ -7,6 +7,9 @@
 //   bytes [8+N, end)    the data; offsets are relative to its start, tensors are
 //                       contiguous, cover it exactly, raw little-endian.
 // Names are the model's plain parameter names ("fc1.weight", no "module." prefix).
+// Tensors are F32, or I64 for integer counters (BatchNorm's num_batches_tracked, shape
+// []): values are held as floats in memory either way; an I64 tensor's floats must be
+// whole numbers when written, and are read back exactly up to 2^24.
 // We add "dpt.crc32" (CRC-32 of the data, 8 hex digits) to the metadata so a flipped
 // data byte is detected; files without it (e.g. written by Python) still load.
 //
@@ -44,16 +47,20 @@ class CheckpointError : public std::runtime_error {
 
 using Metadata = std::map<std::string, std::string>;
 
+enum class FileDType { F32, I64 };  // how a tensor is stored in the file
+
 struct NamedTensorView {
   std::string name;
   std::vector<int64_t> shape;
   std::span<const float> data;
+  FileDType dtype = FileDType::F32;
 };
 
 struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
+  FileDType dtype = FileDType::F32;  // as the file stored it
 };
 
 struct SafetensorsContents {
@@ -78,6 +85,8 @@ std::string encode_safetensors_header(const std::vector<NamedTensorView>& tensor
 // Parses and validates a whole file's bytes; throws CheckpointError naming
 // `path_for_errors` for anything malformed. On success the tensors tile the data.
 SafetensorsContents parse_safetensors(std::span<const char> bytes, const std::string& path_for_errors);
+
+const char* file_dtype_name(FileDType d);  // "F32", "I64"
 
 // "[2, 3]", for error messages about shapes.
 std::string shape_str(const std::vector<int64_t>& shape);

@@ -1,5 +1,6 @@
 #include "models/layers/conv2d.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -8,135 +9,217 @@
 
 namespace dpt {
 
-Conv2d::Conv2d(ParamStore& store, const std::string& name, int64_t in_channels,
-               int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding)
+Conv2d::Conv2d(ParamStore& store, const std::string& name, int64_t in_channels, int64_t out_channels,
+               int64_t kernel, int64_t stride, int64_t padding, bool bias, ConvInit init)
     : Layer(name), store_(store), c_(in_channels), oc_(out_channels), k_(kernel), stride_(stride),
-      pad_(padding) {
+      pad_(padding), has_bias_(bias), init_(init) {
+  if (in_channels < 1 || out_channels < 1 || kernel < 1 || stride < 1 || padding < 0)
+    throw std::invalid_argument(name + ": Conv2d needs positive channels, kernel and stride and padding >= 0");
   w_ = store.add(join_name(name, "weight"), {oc_, c_, k_, k_});
-  b_ = store.add(join_name(name, "bias"), {oc_});
+  if (has_bias_) b_ = store.add(join_name(name, "bias"), {oc_});
+}
+
+std::vector<size_t> Conv2d::used_params() const {
+  if (has_bias_) return {w_, b_};
+  return {w_};
 }
 
 void Conv2d::init_params(ParamStore& store, uint64_t seed) {
-  float bound = 1.0f / std::sqrt(static_cast<float>(c_ * k_ * k_));
-  init_uniform(store.param_span(w_), bound, param_seed(seed, store.infos()[w_].name));
-  init_uniform(store.param_span(b_), bound, param_seed(seed, store.infos()[b_].name));
+  const auto& infos = store.infos();
+  if (init_ == ConvInit::kKaimingNormalFanOut) {
+    // kaiming_normal_(mode="fan_out", nonlinearity="relu"): std = sqrt(2) / sqrt(OC*K*K).
+    init_normal(store.param_span(w_), std::sqrt(2.0f / static_cast<float>(oc_ * k_ * k_)),
+                param_seed(seed, infos[w_].name));
+    if (has_bias_) init_constant(store.param_span(b_), 0.0f);
+    return;
+  }
+  const float bound = 1.0f / std::sqrt(static_cast<float>(c_ * k_ * k_));
+  init_uniform(store.param_span(w_), bound, param_seed(seed, infos[w_].name));
+  if (has_bias_) init_uniform(store.param_span(b_), bound, param_seed(seed, infos[b_].name));
 }
 
-namespace {
-// Output columns [lo, hi) whose input column ox*stride - pad + kx lies inside [0, w).
-void valid_range(int64_t ow, int64_t w, int64_t stride, int64_t pad, int64_t kx, int64_t& lo,
-                 int64_t& hi) {
-  lo = 0;
-  while (lo < ow && lo * stride - pad + kx < 0) ++lo;
-  hi = ow;
-  while (hi > lo && (hi - 1) * stride - pad + kx >= w) --hi;
-}
-}  // namespace
-
-const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
+void Conv2d::plan(const Tensor& in) {
   if (in.rank() != 4 || in.dim(1) != c_)
-    throw std::invalid_argument(name() + ": expected [N, " + std::to_string(c_) +
-                                ", H, W], got " + shape_to_string(in.shape()));
-  x_ = &in;
+    throw std::invalid_argument(name() + ": expected [N, " + std::to_string(c_) + ", H, W], got " +
+                                shape_to_string(in.shape()));
+  if (in.on_cuda()) throw std::invalid_argument(name() + ": Conv2d has no CUDA kernels");
   n_ = in.dim(0), h_ = in.dim(2), w_in_ = in.dim(3);
+  if (h_ + 2 * pad_ < k_ || w_in_ + 2 * pad_ < k_)
+    throw std::invalid_argument(name() + ": input " + shape_to_string(in.shape()) + " is smaller than the " +
+                                std::to_string(k_) + "x" + std::to_string(k_) + " kernel with padding " +
+                                std::to_string(pad_));
   oh_ = (h_ + 2 * pad_ - k_) / stride_ + 1;
   ow_ = (w_in_ + 2 * pad_ - k_) / stride_ + 1;
-  const int64_t p = oh_ * ow_, r = n_ * p, ckk = c_ * k_ * k_;
-  col_.resize({ckk, r});
-  float* col = col_.data();
-  const float* x = in.data();
+  p_ = oh_ * ow_;
+  taps_.clear();
+  for (int64_t ky = 0; ky < k_; ++ky) {
+    bool row_live = false;
+    for (int64_t oy = 0; oy < oh_ && !row_live; ++oy) {
+      const int64_t iy = oy * stride_ - pad_ + ky;
+      row_live = iy >= 0 && iy < h_;
+    }
+    for (int64_t kx = 0; kx < k_; ++kx) {
+      Tap t{ky, kx, 0, ow_};
+      while (t.lo < ow_ && t.lo * stride_ - pad_ + kx < 0) ++t.lo;
+      while (t.hi > t.lo && (t.hi - 1) * stride_ - pad_ + kx >= w_in_) --t.hi;
+      if (row_live && t.hi > t.lo) taps_.push_back(t);
+    }
+  }
+  all_taps_ = static_cast<int64_t>(taps_.size()) == k_ * k_;
+  rows_ = c_ * static_cast<int64_t>(taps_.size());
+  chunk_ = p_ >= kTargetColumns ? 1 : std::min<int64_t>(n_, (kTargetColumns + p_ - 1) / p_);
+  chunk_ = std::max<int64_t>(chunk_, 1);
+}
+
+void Conv2d::im2col(int64_t n0, int64_t nb, float* col) const {
+  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size());
+  const float* x = x_->data();
   for (int64_t c = 0; c < c_; ++c)
-    for (int64_t ky = 0; ky < k_; ++ky)
-      for (int64_t kx = 0; kx < k_; ++kx) {
-        int64_t lo, hi;
-        valid_range(ow_, w_in_, stride_, pad_, kx, lo, hi);
-        float* qrow = col + ((c * k_ + ky) * k_ + kx) * r;
-        for (int64_t n = 0; n < n_; ++n) {
-          const float* plane = x + (n * c_ + c) * h_ * w_in_;
-          for (int64_t oy = 0; oy < oh_; ++oy) {
-            float* dst = qrow + n * p + oy * ow_;
-            const int64_t iy = oy * stride_ - pad_ + ky;
-            if (iy < 0 || iy >= h_) {
-              for (int64_t ox = 0; ox < ow_; ++ox) dst[ox] = 0.0f;
-              continue;
-            }
-            const float* src = plane + iy * w_in_ - pad_ + kx;
-            for (int64_t ox = 0; ox < lo; ++ox) dst[ox] = 0.0f;
-            if (stride_ == 1) {
-              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox];
-            } else {
-              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * stride_];
-            }
-            for (int64_t ox = hi; ox < ow_; ++ox) dst[ox] = 0.0f;
+    for (int64_t ti = 0; ti < ntaps; ++ti) {
+      const Tap& t = taps_[ti];
+      float* qrow = col + (c * ntaps + ti) * ld;
+      for (int64_t j = 0; j < nb; ++j) {
+        const float* plane = x + ((n0 + j) * c_ + c) * h_ * w_in_;
+        for (int64_t oy = 0; oy < oh_; ++oy) {
+          float* dst = qrow + j * p_ + oy * ow_;
+          const int64_t iy = oy * stride_ - pad_ + t.ky;
+          if (iy < 0 || iy >= h_) {
+            std::fill(dst, dst + ow_, 0.0f);
+            continue;
           }
+          const float* src = plane + iy * w_in_ - pad_ + t.kx;
+          std::fill(dst, dst + t.lo, 0.0f);
+          if (stride_ == 1) std::copy(src + t.lo, src + t.hi, dst + t.lo);
+          else
+            for (int64_t ox = t.lo; ox < t.hi; ++ox) dst[ox] = src[ox * stride_];
+          std::fill(dst + t.hi, dst + ow_, 0.0f);
         }
       }
-  yt_.resize({oc_, r});
-  sgemm(false, false, static_cast<int>(oc_), static_cast<int>(r), static_cast<int>(ckk), 1.0f,
-        store_.param(w_), static_cast<int>(ckk), col, static_cast<int>(r), 0.0f, yt_.data(),
-        static_cast<int>(r));
-  y_.resize({n_, oc_, oh_, ow_});
-  const float* b = store_.param(b_);
-  for (int64_t n = 0; n < n_; ++n)
-    for (int64_t o = 0; o < oc_; ++o) {
-      float* dst = y_.data() + (n * oc_ + o) * p;
-      const float* src = yt_.data() + o * r + n * p;
-      const float bias = b[o];
-      for (int64_t i = 0; i < p; ++i) dst[i] = src[i] + bias;
     }
+}
+
+void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dx) const {
+  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size());
+  for (int64_t c = 0; c < c_; ++c)
+    for (int64_t ti = 0; ti < ntaps; ++ti) {
+      const Tap& t = taps_[ti];
+      const float* qrow = col + (c * ntaps + ti) * ld;
+      for (int64_t j = 0; j < nb; ++j) {
+        float* plane = dx + ((n0 + j) * c_ + c) * h_ * w_in_;
+        for (int64_t oy = 0; oy < oh_; ++oy) {
+          const int64_t iy = oy * stride_ - pad_ + t.ky;
+          if (iy < 0 || iy >= h_) continue;
+          const float* src = qrow + j * p_ + oy * ow_;
+          float* dst = plane + iy * w_in_ - pad_ + t.kx;
+          if (stride_ == 1)
+            for (int64_t ox = t.lo; ox < t.hi; ++ox) dst[ox] += src[ox];
+          else
+            for (int64_t ox = t.lo; ox < t.hi; ++ox) dst[ox * stride_] += src[ox];
+        }
+      }
+    }
+}
+
+const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
+  x_ = &in;
+  plan(in);
+  const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());
+  const float* w = store_.param(w_);
+  if (!all_taps_) {  // Wl: the live taps' columns of W
+    wl_.resize({oc_, rows_});
+    float* wl = wl_.data();
+    for (int64_t o = 0; o < oc_; ++o)
+      for (int64_t c = 0; c < c_; ++c)
+        for (int64_t ti = 0; ti < ntaps; ++ti)
+          wl[o * rows_ + c * ntaps + ti] = w[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx];
+    w = wl;
+  }
+  y_.resize({n_, oc_, oh_, ow_});
+  col_.resize({rows_, chunk_ * p_});
+  if (chunk_ > 1) yt_.resize({oc_, chunk_ * p_});
+  for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
+    const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
+    im2col(n0, nb, col_.data());
+    float* out = nb == 1 ? y_.data() + n0 * oc_ * p_ : yt_.data();
+    sgemm(false, false, static_cast<int>(oc_), static_cast<int>(cols), static_cast<int>(rows_), 1.0f, w,
+          static_cast<int>(rows_), col_.data(), static_cast<int>(cols), 0.0f, out, static_cast<int>(cols));
+    if (nb > 1)
+      for (int64_t j = 0; j < nb; ++j)
+        for (int64_t o = 0; o < oc_; ++o)
+          std::copy_n(out + o * cols + j * p_, p_, y_.data() + ((n0 + j) * oc_ + o) * p_);
+  }
+  if (has_bias_) {
+    const float* b = store_.param(b_);
+    float* y = y_.data();
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t o = 0; o < oc_; ++o) {
+        float* dst = y + (n * oc_ + o) * p_;
+        for (int64_t i = 0; i < p_; ++i) dst[i] += b[o];
+      }
+  }
   return y_;
 }
 
+const float* Conv2d::chunk_dy(const float* dout, int64_t n0, int64_t nb) {
+  if (nb == 1) return dout + n0 * oc_ * p_;
+  const int64_t cols = nb * p_;
+  dyt_.resize({oc_, cols});
+  for (int64_t j = 0; j < nb; ++j)
+    for (int64_t o = 0; o < oc_; ++o)
+      std::copy_n(dout + ((n0 + j) * oc_ + o) * p_, p_, dyt_.data() + o * cols + j * p_);
+  return dyt_.data();
+}
+
 const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
-  const int64_t p = oh_ * ow_, r = n_ * p, ckk = c_ * k_ * k_;
-  dyt_.resize({oc_, r});
-  float* db = store_.grad(b_);
-  for (int64_t o = 0; o < oc_; ++o) {
-    float sum = 0.0f;
-    for (int64_t n = 0; n < n_; ++n) {
-      const float* src = dout.data() + (n * oc_ + o) * p;
-      float* dst = dyt_.data() + o * r + n * p;
-      for (int64_t i = 0; i < p; ++i) {
-        dst[i] = src[i];
-        sum += src[i];
+  const float* dy = dout.data();
+  if (has_bias_) {
+    float* db = store_.grad(b_);
+    for (int64_t o = 0; o < oc_; ++o) {
+      float sum = 0.0f;
+      for (int64_t n = 0; n < n_; ++n) {
+        const float* src = dy + (n * oc_ + o) * p_;
+        for (int64_t i = 0; i < p_; ++i) sum += src[i];
       }
+      db[o] += sum;
     }
-    db[o] += sum;
+    sink.ready(b_);
   }
-  sink.ready(b_);
-  sgemm(false, true, static_cast<int>(oc_), static_cast<int>(ckk), static_cast<int>(r), 1.0f,
-        dyt_.data(), static_cast<int>(r), col_.data(), static_cast<int>(r), 1.0f, store_.grad(w_),
-        static_cast<int>(ckk));
-  sink.ready(w_);
+  // dWl, accumulated over the chunks: straight into the gradient when every tap is live.
+  const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());
+  float* dwl = store_.grad(w_);
+  if (!all_taps_) {
+    dwl_.resize({oc_, rows_});
+    dwl_.zero();
+    dwl = dwl_.data();
+  }
+  col_.resize({rows_, chunk_ * p_});
+  for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
+    const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
+    im2col(n0, nb, col_.data());
+    sgemm(false, true, static_cast<int>(oc_), static_cast<int>(rows_), static_cast<int>(cols), 1.0f,
+          chunk_dy(dy, n0, nb), static_cast<int>(cols), col_.data(), static_cast<int>(cols), 1.0f, dwl,
+          static_cast<int>(rows_));
+  }
+  if (!all_taps_) {
+    float* dw = store_.grad(w_);
+    for (int64_t o = 0; o < oc_; ++o)
+      for (int64_t c = 0; c < c_; ++c)
+        for (int64_t ti = 0; ti < ntaps; ++ti)
+          dw[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx] += dwl[o * rows_ + c * ntaps + ti];
+  }
+  sink.ready(w_);  // final now: announce before the dx products so communication overlaps them
   if (!need_input_grad) return dx_;
-  dcol_.resize({ckk, r});
-  sgemm(true, false, static_cast<int>(ckk), static_cast<int>(r), static_cast<int>(oc_), 1.0f,
-        store_.param(w_), static_cast<int>(ckk), dyt_.data(), static_cast<int>(r), 0.0f,
-        dcol_.data(), static_cast<int>(r));
+  const float* wl = all_taps_ ? store_.param(w_) : wl_.data();
   dx_.resize_like(*x_);
   dx_.zero();
-  float* dx = dx_.data();
-  for (int64_t c = 0; c < c_; ++c)
-    for (int64_t ky = 0; ky < k_; ++ky)
-      for (int64_t kx = 0; kx < k_; ++kx) {
-        int64_t lo, hi;
-        valid_range(ow_, w_in_, stride_, pad_, kx, lo, hi);
-        const float* qrow = dcol_.data() + ((c * k_ + ky) * k_ + kx) * r;
-        for (int64_t n = 0; n < n_; ++n) {
-          float* plane = dx + (n * c_ + c) * h_ * w_in_;
-          for (int64_t oy = 0; oy < oh_; ++oy) {
-            const int64_t iy = oy * stride_ - pad_ + ky;
-            if (iy < 0 || iy >= h_) continue;
-            const float* src = qrow + n * p + oy * ow_;
-            float* dst = plane + iy * w_in_ - pad_ + kx;
-            if (stride_ == 1) {
-              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] += src[ox];
-            } else {
-              for (int64_t ox = lo; ox < hi; ++ox) dst[ox * stride_] += src[ox];
-            }
-          }
-        }
-      }
+  dcol_.resize({rows_, chunk_ * p_});
+  for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
+    const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
+    sgemm(true, false, static_cast<int>(rows_), static_cast<int>(cols), static_cast<int>(oc_), 1.0f, wl,
+          static_cast<int>(rows_), chunk_dy(dy, n0, nb), static_cast<int>(cols), 0.0f, dcol_.data(),
+          static_cast<int>(cols));
+    col2im(n0, nb, dcol_.data(), dx_.data());
+  }
   return dx_;
 }
 
