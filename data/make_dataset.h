@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "data/dataset.h"
+#include "data/image_transform.h"
 
 namespace dpt {
 
@@ -17,6 +18,8 @@ struct DatasetOptions {
   size_t seq_len = 64;        // tokens per sample
   size_t stride = 0;          // spacing of window starts; 0 = seq_len (no overlap)
   double val_fraction = 0.1;  // tail of the corpus held out for validation
+  // fashion-mnist, cifar10: padding, augmentation (use Augment::none for held-out data)
+  ImageOptions image;
   // synthetic
   std::string task = "regression";              // "regression" | "classification"
   size_t num_samples = 0;                       // 0: 1024 for train, 256 for test
