@@ -70,7 +70,10 @@ const Tensor& BasicBlock::backward(const Tensor& dout, GradSink& sink, bool need
   const float* o = out_.data();
   float* g = g_.data();
   const size_t n = g_.numel();
-  for (size_t i = 0; i < n; ++i) g[i] = o[i] > 0.0f ? dy[i] : 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = dy[i];  // loaded unconditionally, so the select vectorises
+    g[i] = o[i] > 0.0f ? v : 0.0f;
+  }
   // The downsample branch first: its parameters were registered last.
   const Tensor* d_identity = &g_;
   if (ds_conv_)

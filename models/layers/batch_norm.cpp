@@ -9,51 +9,24 @@
 namespace dpt {
 namespace {
 
-// Sums with 8 independent partial sums: the compiler vectorises them without being
-// allowed to reassociate (no -ffast-math), and the result does not depend on it.
-inline float sum_of(const float* p, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += p[i + j];
-  float tail = 0;
-  for (; i < n; ++i) tail += p[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+// The loops run over a sample's C*S values at once (position j = c*S + s, contiguous in
+// NCHW), with per-position accumulators and per-position copies of the per-channel
+// constants ("expanded" to C*S). Every inner loop is then one long contiguous,
+// vectorisable run, whatever S is (S is 1 at ResNet's last stage, where per-channel
+// loops would run over a single value). Accumulators sum N values in float; the C*S
+// positions are summed per channel in double.
+
+// Copies a per-channel value to the S positions of its channel.
+void expand(const float* per_channel, int64_t c, int64_t s, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(c * s));
+  for (int64_t ch = 0; ch < c; ++ch) std::fill_n(out.data() + ch * s, s, per_channel[ch]);
 }
 
-inline float squared_deviations(const float* p, int64_t n, float mean) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) {
-      const float d = p[i + j] - mean;
-      acc[j] += d * d;
-    }
-  float tail = 0;
-  for (; i < n; ++i) tail += (p[i] - mean) * (p[i] - mean);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
-}
-
-// sum(g) and sum(g * (x - mean)) over one plane; g = dy, or dy where y > 0 (fused ReLU).
-template <bool kRelu>
-inline void gradient_sums(const float* dy, const float* x, const float* y, int64_t n, float mean, float& sum_g,
-                          float& sum_gx) {
-  float a[8] = {}, b[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) {
-      const float g = kRelu ? (y[i + j] > 0.0f ? dy[i + j] : 0.0f) : dy[i + j];
-      a[j] += g;
-      b[j] += g * (x[i + j] - mean);
-    }
-  float ta = 0, tb = 0;
-  for (; i < n; ++i) {
-    const float g = kRelu ? (y[i] > 0.0f ? dy[i] : 0.0f) : dy[i];
-    ta += g;
-    tb += g * (x[i] - mean);
-  }
-  sum_g = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])) + ta;
-  sum_gx = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7])) + tb;
+// Sum over each channel's S positions of a per-position array, in double.
+void channel_sums(const std::vector<float>& per_position, int64_t c, int64_t s, std::vector<double>& out) {
+  out.assign(static_cast<size_t>(c), 0.0);
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < s; ++i) out[ch] += per_position[ch * s + i];
 }
 
 }  // namespace
@@ -78,15 +51,28 @@ void BatchNorm::init_params(ParamStore& store, uint64_t) {
 
 void BatchNorm::local_moments(const float* x) {
   const auto C = static_cast<size_t>(c_);
-  sum_.assign(C, 0.0);
-  m2_.assign(C, 0.0);
-  for (int64_t n = 0; n < n_; ++n)
-    for (int64_t c = 0; c < c_; ++c) sum_[c] += sum_of(x + (n * c_ + c) * s_, s_);
+  const int64_t cs = c_ * s_;
+  acc_a_.assign(static_cast<size_t>(cs), 0.0f);
+  float* a = acc_a_.data();
+  for (int64_t n = 0; n < n_; ++n) {
+    const float* xn = x + n * cs;
+    for (int64_t j = 0; j < cs; ++j) a[j] += xn[j];
+  }
+  channel_sums(acc_a_, c_, s_, sum_);
   const double count = static_cast<double>(n_ * s_);
   mean_.resize(C);
   for (size_t c = 0; c < C; ++c) mean_[c] = static_cast<float>(sum_[c] / count);
-  for (int64_t n = 0; n < n_; ++n)
-    for (int64_t c = 0; c < c_; ++c) m2_[c] += squared_deviations(x + (n * c_ + c) * s_, s_, mean_[c]);
+  expand(mean_.data(), c_, s_, mean_e_);
+  const float* m = mean_e_.data();
+  std::fill(acc_a_.begin(), acc_a_.end(), 0.0f);
+  for (int64_t n = 0; n < n_; ++n) {
+    const float* xn = x + n * cs;
+    for (int64_t j = 0; j < cs; ++j) {
+      const float d = xn[j] - m[j];
+      a[j] += d * d;
+    }
+  }
+  channel_sums(acc_a_, c_, s_, m2_);
   count_ = count;
 }
 
@@ -172,35 +158,63 @@ const Tensor& BatchNorm::forward(const Tensor& in, const ForwardContext& ctx) {
   float* y = y_.data();
   const float* w = store_.param(w_);
   const float* b = store_.param(b_);
-  for (int64_t n = 0; n < n_; ++n)
-    for (int64_t c = 0; c < c_; ++c) {
-      const float scale = w[c] * invstd_[c];
-      const float shift = b[c] - mean_[c] * scale;
-      const float* src = x + (n * c_ + c) * s_;
-      float* dst = y + (n * c_ + c) * s_;
-      if (relu_)
-        for (int64_t i = 0; i < s_; ++i) dst[i] = std::max(src[i] * scale + shift, 0.0f);
-      else
-        for (int64_t i = 0; i < s_; ++i) dst[i] = src[i] * scale + shift;
-    }
+  const auto C = static_cast<size_t>(c_);
+  std::vector<float>& scale = k_, &shift = k0_;  // per channel, then expanded
+  scale.resize(C);
+  shift.resize(C);
+  for (size_t c = 0; c < C; ++c) {
+    scale[c] = w[c] * invstd_[c];
+    shift[c] = b[c] - mean_[c] * scale[c];
+  }
+  expand(scale.data(), c_, s_, k_e_);
+  expand(shift.data(), c_, s_, k0_e_);
+  const float* sc = k_e_.data();
+  const float* sh = k0_e_.data();
+  const int64_t cs = c_ * s_;
+  for (int64_t n = 0; n < n_; ++n) {
+    const float* src = x + n * cs;
+    float* dst = y + n * cs;
+    if (relu_)
+      for (int64_t j = 0; j < cs; ++j) dst[j] = std::max(src[j] * sc[j] + sh[j], 0.0f);
+    else
+      for (int64_t j = 0; j < cs; ++j) dst[j] = src[j] * sc[j] + sh[j];
+  }
   return y_;
 }
 
 const Tensor& BatchNorm::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
   const auto C = static_cast<size_t>(c_);
+  const int64_t cs = c_ * s_;
   const float* dy = dout.data();
   const float* x = x_->data();
   const float* y = y_.data();
-  std::vector<double> sum_g(C, 0.0), sum_gx(C, 0.0);
-  for (int64_t n = 0; n < n_; ++n)
-    for (int64_t c = 0; c < c_; ++c) {
-      const int64_t o = (n * c_ + c) * s_;
-      float a, b;
-      if (relu_) gradient_sums<true>(dy + o, x + o, y + o, s_, mean_[c], a, b);
-      else gradient_sums<false>(dy + o, x + o, y + o, s_, mean_[c], a, b);
-      sum_g[c] += a;
-      sum_gx[c] += b;
-    }
+  expand(mean_.data(), c_, s_, mean_e_);  // the mean normalised with (global under SyncBatchNorm)
+  const float* m = mean_e_.data();
+  // Per position: sum(g) and sum(g * (x - mean)), g = dy (masked by y > 0 with the ReLU).
+  acc_a_.assign(static_cast<size_t>(cs), 0.0f);
+  acc_b_.assign(static_cast<size_t>(cs), 0.0f);
+  float* a = acc_a_.data();
+  float* bb = acc_b_.data();
+  for (int64_t n = 0; n < n_; ++n) {
+    const float* g = dy + n * cs;
+    const float* xn = x + n * cs;
+    const float* yn = y + n * cs;
+    if (relu_)
+      for (int64_t j = 0; j < cs; ++j) {
+        const float gv = g[j];  // loaded unconditionally, so the select vectorises
+        const float gj = yn[j] > 0.0f ? gv : 0.0f;
+        a[j] += gj;
+        bb[j] += gj * (xn[j] - m[j]);
+      }
+    else
+      for (int64_t j = 0; j < cs; ++j) {
+        a[j] += g[j];
+        bb[j] += g[j] * (xn[j] - m[j]);
+      }
+  }
+  std::vector<double> sum_g, sum_gx;
+  channel_sums(acc_a_, c_, s_, sum_g);
+  channel_sums(acc_b_, c_, s_, sum_gx);
   float* dw = store_.grad(w_);
   float* db = store_.grad(b_);
   for (size_t c = 0; c < C; ++c) {
@@ -214,7 +228,9 @@ const Tensor& BatchNorm::backward(const Tensor& dout, GradSink& sink, bool need_
   float* dx = dx_.data();
   const float* w = store_.param(w_);
   // dx = k * g + kx * (x - mean) + k0 per channel (training), or k * g (evaluation).
-  std::vector<float> k(C), kx(C, 0.0f), k0(C, 0.0f);
+  k_.resize(C);
+  kx_.assign(C, 0.0f);
+  k0_.assign(C, 0.0f);
   if (training_) {
     grad_sums_.resize(2 * C);
     for (size_t c = 0; c < C; ++c) {
@@ -227,23 +243,32 @@ const Tensor& BatchNorm::backward(const Tensor& dout, GradSink& sink, bool need_
       const double mean_g = grad_sums_[c] / count_;
       const double mean_gxhat = grad_sums_[C + c] / count_;
       const double kk = static_cast<double>(w[c]) * inv;
-      k[c] = static_cast<float>(kk);
-      kx[c] = static_cast<float>(-kk * inv * mean_gxhat);
-      k0[c] = static_cast<float>(-kk * mean_g);
+      k_[c] = static_cast<float>(kk);
+      kx_[c] = static_cast<float>(-kk * inv * mean_gxhat);
+      k0_[c] = static_cast<float>(-kk * mean_g);
     }
   } else {
-    for (size_t c = 0; c < C; ++c) k[c] = w[c] * invstd_[c];
+    for (size_t c = 0; c < C; ++c) k_[c] = w[c] * invstd_[c];
   }
-  for (int64_t n = 0; n < n_; ++n)
-    for (int64_t c = 0; c < c_; ++c) {
-      const int64_t o = (n * c_ + c) * s_;
-      const float a = k[c], bx = kx[c], b0 = k0[c], m = mean_[c];
-      if (relu_)
-        for (int64_t i = 0; i < s_; ++i)
-          dx[o + i] = a * (y[o + i] > 0.0f ? dy[o + i] : 0.0f) + bx * (x[o + i] - m) + b0;
-      else
-        for (int64_t i = 0; i < s_; ++i) dx[o + i] = a * dy[o + i] + bx * (x[o + i] - m) + b0;
-    }
+  expand(k_.data(), c_, s_, k_e_);
+  expand(kx_.data(), c_, s_, kx_e_);
+  expand(k0_.data(), c_, s_, k0_e_);
+  const float* ke = k_e_.data();
+  const float* kxe = kx_e_.data();
+  const float* k0e = k0_e_.data();
+  for (int64_t n = 0; n < n_; ++n) {
+    const float* g = dy + n * cs;
+    const float* xn = x + n * cs;
+    const float* yn = y + n * cs;
+    float* d = dx + n * cs;
+    if (relu_)
+      for (int64_t j = 0; j < cs; ++j) {
+        const float gv = g[j];
+        d[j] = ke[j] * (yn[j] > 0.0f ? gv : 0.0f) + kxe[j] * (xn[j] - m[j]) + k0e[j];
+      }
+    else
+      for (int64_t j = 0; j < cs; ++j) d[j] = ke[j] * g[j] + kxe[j] * (xn[j] - m[j]) + k0e[j];
+  }
   return dx_;
 }
 

@@ -33,7 +33,8 @@ class BatchNorm : public Layer {
   std::vector<size_t> used_params() const override { return {w_, b_}; }
 
  private:
-  // Per channel mean and m2 of this replica's batch (double sums of float partials).
+  // Per channel mean and m2 of this replica's batch (float sums over the batch per
+  // position, then double sums over a channel's positions).
   void local_moments(const float* x);
   // mean_/var_ from local or gathered moments; updates the running statistics.
   void batch_statistics(BatchStatsReducer* reducer);
@@ -52,6 +53,9 @@ class BatchNorm : public Layer {
   std::vector<double> sum_, m2_;
   std::vector<float> moments_, gathered_, grad_sums_;
   std::vector<float> mean_, invstd_;  // what the last forward normalised with
+  std::vector<float> k_, kx_, k0_;    // per-channel coefficients of the output / input gradient
+  // Per-position (C*S) scratch: accumulators and the expanded per-channel constants.
+  std::vector<float> acc_a_, acc_b_, mean_e_, k_e_, kx_e_, k0_e_;
   Tensor y_, dx_;
 };
 

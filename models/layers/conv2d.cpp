@@ -43,7 +43,9 @@ void Conv2d::plan(const Tensor& in) {
     throw std::invalid_argument(name() + ": expected [N, " + std::to_string(c_) + ", H, W], got " +
                                 shape_to_string(in.shape()));
   if (in.on_cuda()) throw std::invalid_argument(name() + ": Conv2d has no CUDA kernels");
-  n_ = in.dim(0), h_ = in.dim(2), w_in_ = in.dim(3);
+  n_ = in.dim(0);
+  if (in.shape() == planned_) return;
+  h_ = in.dim(2), w_in_ = in.dim(3);
   if (h_ + 2 * pad_ < k_ || w_in_ + 2 * pad_ < k_)
     throw std::invalid_argument(name() + ": input " + shape_to_string(in.shape()) + " is smaller than the " +
                                 std::to_string(k_) + "x" + std::to_string(k_) + " kernel with padding " +
@@ -51,70 +53,96 @@ void Conv2d::plan(const Tensor& in) {
   oh_ = (h_ + 2 * pad_ - k_) / stride_ + 1;
   ow_ = (w_in_ + 2 * pad_ - k_) / stride_ + 1;
   p_ = oh_ * ow_;
+  hp_ = h_ + 2 * pad_;
+  wp_ = w_in_ + 2 * pad_;
+  // A tap is live when some output pixel reads a real input pixel through it.
+  auto live = [&](int64_t k, int64_t out, int64_t in_size) {
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t i = o * stride_ - pad_ + k;
+      if (i >= 0 && i < in_size) return true;
+    }
+    return false;
+  };
   taps_.clear();
-  for (int64_t ky = 0; ky < k_; ++ky) {
-    bool row_live = false;
-    for (int64_t oy = 0; oy < oh_ && !row_live; ++oy) {
-      const int64_t iy = oy * stride_ - pad_ + ky;
-      row_live = iy >= 0 && iy < h_;
-    }
+  offsets_.clear();
+  for (int64_t ky = 0; ky < k_; ++ky)
     for (int64_t kx = 0; kx < k_; ++kx) {
-      Tap t{ky, kx, 0, ow_};
-      while (t.lo < ow_ && t.lo * stride_ - pad_ + kx < 0) ++t.lo;
-      while (t.hi > t.lo && (t.hi - 1) * stride_ - pad_ + kx >= w_in_) --t.hi;
-      if (row_live && t.hi > t.lo) taps_.push_back(t);
+      if (!live(ky, oh_, h_) || !live(kx, ow_, w_in_)) continue;
+      taps_.push_back({ky, kx});
+      for (int64_t oy = 0; oy < oh_; ++oy)
+        for (int64_t ox = 0; ox < ow_; ++ox)
+          offsets_.push_back(static_cast<int32_t>((oy * stride_ + ky) * wp_ + ox * stride_ + kx));
     }
-  }
   all_taps_ = static_cast<int64_t>(taps_.size()) == k_ * k_;
   rows_ = c_ * static_cast<int64_t>(taps_.size());
   chunk_ = p_ >= kTargetColumns ? 1 : std::min<int64_t>(n_, (kTargetColumns + p_ - 1) / p_);
   chunk_ = std::max<int64_t>(chunk_, 1);
+  planned_ = in.shape();
 }
 
+void Conv2d::pad_input(const float* x) {
+  if (pad_ == 0) {
+    xp_data_ = x;
+    return;
+  }
+  xp_.resize({n_, c_, hp_, wp_});
+  float* xp = xp_.data();
+  for (int64_t plane = 0; plane < n_ * c_; ++plane) {
+    const float* src = x + plane * h_ * w_in_;
+    float* dst = xp + plane * hp_ * wp_;
+    std::fill(dst, dst + pad_ * wp_, 0.0f);
+    for (int64_t y = 0; y < h_; ++y) {
+      float* row = dst + (y + pad_) * wp_;
+      std::fill(row, row + pad_, 0.0f);
+      std::copy(src + y * w_in_, src + (y + 1) * w_in_, row + pad_);
+      std::fill(row + pad_ + w_in_, row + wp_, 0.0f);
+    }
+    std::fill(dst + (pad_ + h_) * wp_, dst + hp_ * wp_, 0.0f);
+  }
+  xp_data_ = xp;
+}
+
+// Output rows are contiguous runs of the padded input when the stride is 1: copied (and
+// added back) a row at a time when they are long enough for that to beat the gather.
+static constexpr int64_t kRowCopyMin = 8;
+
 void Conv2d::im2col(int64_t n0, int64_t nb, float* col) const {
-  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size());
-  const float* x = x_->data();
+  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = hp_ * wp_;
+  const bool rows = stride_ == 1 && ow_ >= kRowCopyMin;
   for (int64_t c = 0; c < c_; ++c)
     for (int64_t ti = 0; ti < ntaps; ++ti) {
-      const Tap& t = taps_[ti];
+      const int32_t* off = offsets_.data() + ti * p_;
       float* qrow = col + (c * ntaps + ti) * ld;
       for (int64_t j = 0; j < nb; ++j) {
-        const float* plane = x + ((n0 + j) * c_ + c) * h_ * w_in_;
-        for (int64_t oy = 0; oy < oh_; ++oy) {
-          float* dst = qrow + j * p_ + oy * ow_;
-          const int64_t iy = oy * stride_ - pad_ + t.ky;
-          if (iy < 0 || iy >= h_) {
-            std::fill(dst, dst + ow_, 0.0f);
-            continue;
-          }
-          const float* src = plane + iy * w_in_ - pad_ + t.kx;
-          std::fill(dst, dst + t.lo, 0.0f);
-          if (stride_ == 1) std::copy(src + t.lo, src + t.hi, dst + t.lo);
-          else
-            for (int64_t ox = t.lo; ox < t.hi; ++ox) dst[ox] = src[ox * stride_];
-          std::fill(dst + t.hi, dst + ow_, 0.0f);
+        const float* src = xp_data_ + ((n0 + j) * c_ + c) * plane;
+        float* dst = qrow + j * p_;
+        if (rows) {
+          for (int64_t oy = 0; oy < oh_; ++oy) std::copy_n(src + off[oy * ow_], ow_, dst + oy * ow_);
+        } else {
+          for (int64_t p = 0; p < p_; ++p) dst[p] = src[off[p]];
         }
       }
     }
 }
 
-void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dx) const {
-  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size());
+void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const {
+  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = hp_ * wp_;
+  const bool rows = stride_ == 1 && ow_ >= kRowCopyMin;
   for (int64_t c = 0; c < c_; ++c)
     for (int64_t ti = 0; ti < ntaps; ++ti) {
-      const Tap& t = taps_[ti];
+      const int32_t* off = offsets_.data() + ti * p_;
       const float* qrow = col + (c * ntaps + ti) * ld;
       for (int64_t j = 0; j < nb; ++j) {
-        float* plane = dx + ((n0 + j) * c_ + c) * h_ * w_in_;
-        for (int64_t oy = 0; oy < oh_; ++oy) {
-          const int64_t iy = oy * stride_ - pad_ + t.ky;
-          if (iy < 0 || iy >= h_) continue;
-          const float* src = qrow + j * p_ + oy * ow_;
-          float* dst = plane + iy * w_in_ - pad_ + t.kx;
-          if (stride_ == 1)
-            for (int64_t ox = t.lo; ox < t.hi; ++ox) dst[ox] += src[ox];
-          else
-            for (int64_t ox = t.lo; ox < t.hi; ++ox) dst[ox * stride_] += src[ox];
+        float* dst = dxp + ((n0 + j) * c_ + c) * plane;
+        const float* src = qrow + j * p_;
+        if (rows) {
+          for (int64_t oy = 0; oy < oh_; ++oy) {
+            float* d = dst + off[oy * ow_];
+            const float* s = src + oy * ow_;
+            for (int64_t ox = 0; ox < ow_; ++ox) d[ox] += s[ox];
+          }
+        } else {
+          for (int64_t p = 0; p < p_; ++p) dst[off[p]] += src[p];
         }
       }
     }
@@ -123,6 +151,7 @@ void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dx) const {
 const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
   x_ = &in;
   plan(in);
+  pad_input(in.data());
   const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());
   const float* w = store_.param(w_);
   if (!all_taps_) {  // Wl: the live taps' columns of W
@@ -211,14 +240,24 @@ const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_inp
   if (!need_input_grad) return dx_;
   const float* wl = all_taps_ ? store_.param(w_) : wl_.data();
   dx_.resize_like(*x_);
-  dx_.zero();
+  // col2im adds into a padded dx (dx itself without padding); its interior is dx.
+  Tensor& dxp = pad_ > 0 ? dxp_ : dx_;
+  if (pad_ > 0) dxp_.resize({n_, c_, hp_, wp_});
+  dxp.zero();
   dcol_.resize({rows_, chunk_ * p_});
   for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
     sgemm(true, false, static_cast<int>(rows_), static_cast<int>(cols), static_cast<int>(oc_), 1.0f, wl,
           static_cast<int>(rows_), chunk_dy(dy, n0, nb), static_cast<int>(cols), 0.0f, dcol_.data(),
           static_cast<int>(cols));
-    col2im(n0, nb, dcol_.data(), dx_.data());
+    col2im(n0, nb, dcol_.data(), dxp.data());
+  }
+  if (pad_ > 0) {
+    const float* src = dxp_.data();
+    float* dst = dx_.data();
+    for (int64_t plane = 0; plane < n_ * c_; ++plane)
+      for (int64_t y = 0; y < h_; ++y)
+        std::copy_n(src + (plane * hp_ + y + pad_) * wp_ + pad_, w_in_, dst + (plane * h_ + y) * w_in_);
   }
   return dx_;
 }

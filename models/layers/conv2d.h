@@ -8,8 +8,12 @@
 //   rows   = C * live taps; row q = (c, tap), c outermost.
 //   chunk  a run of consecutive samples processed together; its columns are
 //          (sample j of the chunk, pixel p) -> j*P + p.
-//   col    the [rows, chunk*P] matrix of receptive fields (zeros where a field hangs
-//          over the padding). im2col and col2im run along contiguous image rows.
+//   xp     the input with its zero padding made real ([N, C, H+2pad, W+2pad]; the input
+//          itself when pad = 0), so every read of im2col is in bounds and branch-free.
+//   offsets  per live tap, the offset in an xp plane that each output pixel reads.
+//   col    the [rows, chunk*P] matrix of receptive fields. im2col gathers it through
+//          the offsets (whole rows at a time where stride 1 makes them contiguous);
+//          col2im adds dcol back through the same offsets into a padded dx.
 //   Wl     the weights of the live taps, [OC, rows] (the weight tensor itself when
 //          every tap is live; else gathered per forward and scattered back in backward).
 // Forward, per chunk:  Y = Wl col ([OC, chunk*P]); a chunk of one sample writes
@@ -46,11 +50,11 @@ class Conv2d : public Layer {
  private:
   struct Tap {
     int64_t ky, kx;
-    int64_t lo, hi;  // output columns whose input column is inside the image
   };
   void plan(const Tensor& in);
+  void pad_input(const float* x);
   void im2col(int64_t n0, int64_t nb, float* col) const;
-  void col2im(int64_t n0, int64_t nb, const float* col, float* dx) const;
+  void col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const;
   // dY of a chunk as [OC, nb*P]: the gradient tensor itself for one sample, else gathered.
   const float* chunk_dy(const float* dout, int64_t n0, int64_t nb);
 
@@ -59,12 +63,15 @@ class Conv2d : public Layer {
   bool has_bias_;
   ConvInit init_;
   size_t w_ = 0, b_ = 0;
-  int64_t n_ = 0, h_ = 0, w_in_ = 0, oh_ = 0, ow_ = 0, p_ = 0;
+  int64_t n_ = 0, h_ = 0, w_in_ = 0, oh_ = 0, ow_ = 0, p_ = 0, hp_ = 0, wp_ = 0;
   int64_t chunk_ = 1, rows_ = 0;
-  std::vector<Tap> taps_;  // live taps, in (ky, kx) order
+  std::vector<Tap> taps_;          // live taps, in (ky, kx) order
+  std::vector<int32_t> offsets_;   // [live taps][P]
+  std::vector<int64_t> planned_;   // the input shape the plan was made for
   bool all_taps_ = true;
   const Tensor* x_ = nullptr;
-  Tensor col_, yt_, dyt_, dcol_, wl_, dwl_, y_, dx_;
+  const float* xp_data_ = nullptr;  // xp_ or the input
+  Tensor xp_, col_, yt_, dyt_, dcol_, wl_, dwl_, y_, dxp_, dx_;
 };
 
 }  // namespace dpt

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Our BatchNorm and ResNet-18 against PyTorch 1.13 / torchvision 0.14.
 
-Usage: resnet_vs_torch.py RESNET_TORCH_IO WORK_DIR [case ...]
+Usage: resnet_vs_torch.py RESNET_TORCH_IO WORK_DIR [--train-local TRAIN_LOCAL] [case ...]
 
 Cases (all by default):
   bn2d, bn1d        a layer with parameters, then BatchNorm (2d, 1d): outputs in eval and
@@ -10,11 +10,15 @@ Cases (all by default):
   resnet18          torchvision.models.resnet18(num_classes=10): our checkpoint has exactly
                     torchvision's state_dict names, shapes and dtypes, loads with
                     strict=True, and the outputs, gradients and buffers match.
-  resnet18-cifar    the same with the cifar stem (3x3/1 conv1, no max-pool) and 1 input channel.
+  resnet18-cifar    the same with the cifar stem (3x3/1 conv1, no max-pool), 1 input channel, 8x8.
   torchvision-in    the other way: a torchvision model trained 3 steps, its state_dict
                     written by an independent writer (st_io.py), loaded by our
                     load_model (what --init-from calls), outputs compared; our re-save of
                     it equals the file torchvision wrote.
+  init-from-flag    (with --train-local) the same kind of file through the user's path:
+                    train_local --model resnet18 --dataset cifar10 --init-from FILE
+                    --eval-only on a CIFAR-10 folder this script writes; the held-out loss
+                    and accuracy equal torchvision's on the same bytes (tutorial Normalize).
 Every comparison is against PyTorch run in float64 (the exact answer, to float32's
 eyes), and prints two errors, rel(x) = max|x - torch64| / max|torch64|: ours, and
 PyTorch's own in float32. Ours passes when it is within the tolerance, or within 3x of
@@ -241,11 +245,59 @@ def case_torchvision_in(tool, work):
     compare(ours, torch_sequence(module, feed, True, 0.01))
 
 
+def case_init_from_flag(train_local, work):
+    print("init-from-flag: train_local --init-from a torchvision file, --eval-only on CIFAR-10 files")
+    torch.manual_seed(4)
+    module = torchvision.models.resnet18(num_classes=10)
+    opt = torch.optim.SGD(module.parameters(), lr=0.01)
+    rng = np.random.default_rng(13)
+    folder = os.path.join(work, "cifar")
+    os.makedirs(folder, exist_ok=True)
+    records = rng.integers(0, 256, (40, 3073), dtype=np.uint8)
+    records[:, 0] = rng.integers(0, 10, 40)
+    for i in range(1, 6):
+        records[(i - 1) * 8:i * 8].tofile(os.path.join(folder, f"data_batch_{i}.bin"))
+    records.tofile(os.path.join(folder, "test_batch.bin"))
+    mean = np.array([0.4914, 0.4822, 0.4465], np.float32).reshape(1, 3, 1, 1)
+    std = np.array([0.2023, 0.1994, 0.2010], np.float32).reshape(1, 3, 1, 1)
+    x = torch.from_numpy((records[:, 1:].reshape(-1, 3, 32, 32).astype(np.float32) / 255.0 - mean) / std)
+    y = torch.from_numpy(records[:, 0].astype(np.int64))
+    for k in range(10):  # some steps, so running statistics and num_batches_tracked are not initial
+        opt.zero_grad()
+        b = (k % 5) * 8
+        torch.nn.functional.cross_entropy(module(x[b:b + 8]), y[b:b + 8]).backward()
+        opt.step()
+    path = os.path.join(work, "torchvision_trained.safetensors")
+    st_io.write(path, {k: v.detach().numpy().copy() for k, v in module.state_dict().items()}, {"format": "pt"})
+    module.eval()
+    with torch.no_grad():
+        logits = module(x)
+        ref_loss = torch.nn.functional.cross_entropy(logits, y).item()
+        ref_acc = (logits.argmax(1) == y).float().mean().item()
+    out = subprocess.run([train_local, "--model", "resnet18", "--dataset", "cifar10", "--data", folder,
+                          "--init-from", path, "--eval-only"], check=True, capture_output=True, text=True).stdout
+    line = [l for l in out.splitlines() if l.startswith("eval-only:")][0]
+    loss, acc = float(line.split("loss")[1].split()[0]), float(line.split("accuracy")[1].split()[0])
+    n = len(records)
+    ok = abs(loss - ref_loss) <= 1e-5 * abs(ref_loss) + 2e-6 and round(acc * n) == round(ref_acc * n)
+    print(f"  {'ok  ' if ok else 'FAIL'} held-out loss ours {loss:.6f} torchvision {ref_loss:.6f}, "
+          f"accuracy ours {acc:.4f} torchvision {ref_acc:.4f}")
+    if not ok:
+        failures.append("init-from-flag")
+
+
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    train_local = None
+    if "--train-local" in args:
+        i = args.index("--train-local")
+        train_local = args[i + 1]
+        del args[i:i + 2]
+    if len(args) < 2:
         sys.exit(__doc__)
-    tool, work = sys.argv[1], sys.argv[2]
-    cases = sys.argv[3:] or ["bn2d", "bn1d", "resnet18", "resnet18-cifar", "torchvision-in"]
+    tool, work = args[0], args[1]
+    cases = args[2:] or (["bn2d", "bn1d", "resnet18", "resnet18-cifar", "torchvision-in"] +
+                         (["init-from-flag"] if train_local else []))
     os.makedirs(work, exist_ok=True)
     for c in cases:
         if c == "bn2d":
@@ -255,9 +307,11 @@ def main():
         elif c == "resnet18":
             case_resnet(tool, work, "imagenet", 3, 32)
         elif c == "resnet18-cifar":
-            case_resnet(tool, work, "cifar", 1, 16)
+            case_resnet(tool, work, "cifar", 1, 8)
         elif c == "torchvision-in":
             case_torchvision_in(tool, work)
+        elif c == "init-from-flag" and train_local:
+            case_init_from_flag(train_local, work)
         else:
             sys.exit(f"unknown case {c}")
     if failures:
