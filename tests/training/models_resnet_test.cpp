@@ -338,4 +338,14 @@ TEST_CASE("fp16 compute rounds activations at layer boundaries", "[resnet][fp16]
   INFO("fp16 vs fp32 logits: " << d);
   CHECK(d > 1e-5);  // it was rounded along the way
   CHECK(d < 5e-2);  // but is the same computation
+  // Parameter gradients are fp16 values too when they are final (what an fp16 backward
+  // hands the optimizer's unscale step).
+  m->zero_grad();
+  m->train_step(b.in(0, 2, *m), b.target(0));
+  std::vector<float> g(m->flat_grads().begin(), m->flat_grads().end()), g16 = g;
+  round_to_f16(g16);
+  CHECK(std::memcmp(g.data(), g16.data(), g.size() * 4) == 0);
+  size_t nonzero = 0;
+  for (float v : g) nonzero += v != 0.0f;
+  CHECK(nonzero > g.size() / 20);
 }
