@@ -1,6 +1,7 @@
 #include "models/module.h"
 
 #include "models/cuda/gpu_ops.h"
+#include "models/parallel_for.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -69,8 +70,9 @@ void Module::set_compute_precision(ComputePrecision p) {
 }
 
 void Module::zero_grad() {
-  auto g = store_.flat_grads();
-  std::fill(g.begin(), g.end(), 0.0f);
+  float* g = store_.flat_grads().data();
+  parallel_for(static_cast<int64_t>(store_.total_numel()), 1 << 18,
+               [&](int64_t first, int64_t last) { std::fill(g + first, g + last, 0.0f); });
   store_.zero_device_grads();
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "models/parallel_for.h"
+
 namespace dpt {
 namespace {
 const Tensor& rounded(const Tensor& t, bool fp16) {
@@ -59,7 +61,9 @@ const Tensor& BasicBlock::forward(const Tensor& in, const ForwardContext& ctx) {
   const float* id = identity->data();
   float* o = out_.data();
   const size_t n = out_.numel();
-  for (size_t i = 0; i < n; ++i) o[i] = std::max(m[i] + id[i], 0.0f);
+  parallel_for(static_cast<int64_t>(n), parallel_grain(1), [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) o[i] = std::max(m[i] + id[i], 0.0f);
+  });
   return out_;
 }
 
@@ -70,10 +74,12 @@ const Tensor& BasicBlock::backward(const Tensor& dout, GradSink& sink, bool need
   const float* o = out_.data();
   float* g = g_.data();
   const size_t n = g_.numel();
-  for (size_t i = 0; i < n; ++i) {
-    const float v = dy[i];  // loaded unconditionally, so the select vectorises
-    g[i] = o[i] > 0.0f ? v : 0.0f;
-  }
+  parallel_for(static_cast<int64_t>(n), parallel_grain(1), [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const float v = dy[i];  // loaded unconditionally, so the select vectorises
+      g[i] = o[i] > 0.0f ? v : 0.0f;
+    }
+  });
   // The downsample branch first: its parameters were registered last.
   const Tensor* d_identity = &g_;
   if (ds_conv_)
@@ -87,7 +93,9 @@ const Tensor& BasicBlock::backward(const Tensor& dout, GradSink& sink, bool need
   const float* p = d_in.data();
   const float* q = d_identity->data();
   float* dx = dx_.data();
-  for (size_t i = 0; i < dx_.numel(); ++i) dx[i] = p[i] + q[i];
+  parallel_for(static_cast<int64_t>(dx_.numel()), parallel_grain(1), [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) dx[i] = p[i] + q[i];
+  });
   return dx_;
 }
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "models/init.h"
+#include "models/parallel_for.h"
 
 namespace dpt {
 namespace {
@@ -54,10 +55,13 @@ void BatchNorm::local_moments(const float* x) {
   const int64_t cs = c_ * s_;
   acc_a_.assign(static_cast<size_t>(cs), 0.0f);
   float* a = acc_a_.data();
-  for (int64_t n = 0; n < n_; ++n) {
-    const float* xn = x + n * cs;
-    for (int64_t j = 0; j < cs; ++j) a[j] += xn[j];
-  }
+  const int64_t grain = parallel_grain(n_);  // threads take ranges of positions
+  parallel_for(cs, grain, [&](int64_t first, int64_t last) {
+    for (int64_t n = 0; n < n_; ++n) {
+      const float* xn = x + n * cs;
+      for (int64_t j = first; j < last; ++j) a[j] += xn[j];
+    }
+  });
   channel_sums(acc_a_, c_, s_, sum_);
   const double count = static_cast<double>(n_ * s_);
   mean_.resize(C);
@@ -65,13 +69,15 @@ void BatchNorm::local_moments(const float* x) {
   expand(mean_.data(), c_, s_, mean_e_);
   const float* m = mean_e_.data();
   std::fill(acc_a_.begin(), acc_a_.end(), 0.0f);
-  for (int64_t n = 0; n < n_; ++n) {
-    const float* xn = x + n * cs;
-    for (int64_t j = 0; j < cs; ++j) {
-      const float d = xn[j] - m[j];
-      a[j] += d * d;
+  parallel_for(cs, grain, [&](int64_t first, int64_t last) {
+    for (int64_t n = 0; n < n_; ++n) {
+      const float* xn = x + n * cs;
+      for (int64_t j = first; j < last; ++j) {
+        const float d = xn[j] - m[j];
+        a[j] += d * d;
+      }
     }
-  }
+  });
   channel_sums(acc_a_, c_, s_, m2_);
   count_ = count;
 }
@@ -171,14 +177,16 @@ const Tensor& BatchNorm::forward(const Tensor& in, const ForwardContext& ctx) {
   const float* sc = k_e_.data();
   const float* sh = k0_e_.data();
   const int64_t cs = c_ * s_;
-  for (int64_t n = 0; n < n_; ++n) {
-    const float* src = x + n * cs;
-    float* dst = y + n * cs;
-    if (relu_)
-      for (int64_t j = 0; j < cs; ++j) dst[j] = std::max(src[j] * sc[j] + sh[j], 0.0f);
-    else
-      for (int64_t j = 0; j < cs; ++j) dst[j] = src[j] * sc[j] + sh[j];
-  }
+  parallel_for(cs, parallel_grain(n_), [&](int64_t first, int64_t last) {
+    for (int64_t n = 0; n < n_; ++n) {
+      const float* src = x + n * cs;
+      float* dst = y + n * cs;
+      if (relu_)
+        for (int64_t j = first; j < last; ++j) dst[j] = std::max(src[j] * sc[j] + sh[j], 0.0f);
+      else
+        for (int64_t j = first; j < last; ++j) dst[j] = src[j] * sc[j] + sh[j];
+    }
+  });
   return y_;
 }
 
@@ -195,23 +203,25 @@ const Tensor& BatchNorm::backward(const Tensor& dout, GradSink& sink, bool need_
   acc_b_.assign(static_cast<size_t>(cs), 0.0f);
   float* a = acc_a_.data();
   float* bb = acc_b_.data();
-  for (int64_t n = 0; n < n_; ++n) {
-    const float* g = dy + n * cs;
-    const float* xn = x + n * cs;
-    const float* yn = y + n * cs;
-    if (relu_)
-      for (int64_t j = 0; j < cs; ++j) {
-        const float gv = g[j];  // loaded unconditionally, so the select vectorises
-        const float gj = yn[j] > 0.0f ? gv : 0.0f;
-        a[j] += gj;
-        bb[j] += gj * (xn[j] - m[j]);
-      }
-    else
-      for (int64_t j = 0; j < cs; ++j) {
-        a[j] += g[j];
-        bb[j] += g[j] * (xn[j] - m[j]);
-      }
-  }
+  parallel_for(cs, parallel_grain(n_), [&](int64_t first, int64_t last) {
+    for (int64_t n = 0; n < n_; ++n) {
+      const float* g = dy + n * cs;
+      const float* xn = x + n * cs;
+      const float* yn = y + n * cs;
+      if (relu_)
+        for (int64_t j = first; j < last; ++j) {
+          const float gv = g[j];  // loaded unconditionally, so the select vectorises
+          const float gj = yn[j] > 0.0f ? gv : 0.0f;
+          a[j] += gj;
+          bb[j] += gj * (xn[j] - m[j]);
+        }
+      else
+        for (int64_t j = first; j < last; ++j) {
+          a[j] += g[j];
+          bb[j] += g[j] * (xn[j] - m[j]);
+        }
+    }
+  });
   std::vector<double> sum_g, sum_gx;
   channel_sums(acc_a_, c_, s_, sum_g);
   channel_sums(acc_b_, c_, s_, sum_gx);
@@ -256,19 +266,21 @@ const Tensor& BatchNorm::backward(const Tensor& dout, GradSink& sink, bool need_
   const float* ke = k_e_.data();
   const float* kxe = kx_e_.data();
   const float* k0e = k0_e_.data();
-  for (int64_t n = 0; n < n_; ++n) {
-    const float* g = dy + n * cs;
-    const float* xn = x + n * cs;
-    const float* yn = y + n * cs;
-    float* d = dx + n * cs;
-    if (relu_)
-      for (int64_t j = 0; j < cs; ++j) {
-        const float gv = g[j];
-        d[j] = ke[j] * (yn[j] > 0.0f ? gv : 0.0f) + kxe[j] * (xn[j] - m[j]) + k0e[j];
-      }
-    else
-      for (int64_t j = 0; j < cs; ++j) d[j] = ke[j] * g[j] + kxe[j] * (xn[j] - m[j]) + k0e[j];
-  }
+  parallel_for(cs, parallel_grain(n_), [&](int64_t first, int64_t last) {
+    for (int64_t n = 0; n < n_; ++n) {
+      const float* g = dy + n * cs;
+      const float* xn = x + n * cs;
+      const float* yn = y + n * cs;
+      float* d = dx + n * cs;
+      if (relu_)
+        for (int64_t j = first; j < last; ++j) {
+          const float gv = g[j];
+          d[j] = ke[j] * (yn[j] > 0.0f ? gv : 0.0f) + kxe[j] * (xn[j] - m[j]) + k0e[j];
+        }
+      else
+        for (int64_t j = first; j < last; ++j) d[j] = ke[j] * g[j] + kxe[j] * (xn[j] - m[j]) + k0e[j];
+    }
+  });
   return dx_;
 }
 

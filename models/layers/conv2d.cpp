@@ -6,6 +6,7 @@
 
 #include "models/gemm.h"
 #include "models/init.h"
+#include "models/parallel_for.h"
 
 namespace dpt {
 
@@ -87,18 +88,20 @@ void Conv2d::pad_input(const float* x) {
   }
   xp_.resize({n_, c_, hp_, wp_});
   float* xp = xp_.data();
-  for (int64_t plane = 0; plane < n_ * c_; ++plane) {
-    const float* src = x + plane * h_ * w_in_;
-    float* dst = xp + plane * hp_ * wp_;
-    std::fill(dst, dst + pad_ * wp_, 0.0f);
-    for (int64_t y = 0; y < h_; ++y) {
-      float* row = dst + (y + pad_) * wp_;
-      std::fill(row, row + pad_, 0.0f);
-      std::copy(src + y * w_in_, src + (y + 1) * w_in_, row + pad_);
-      std::fill(row + pad_ + w_in_, row + wp_, 0.0f);
+  parallel_for(n_ * c_, parallel_grain(hp_ * wp_), [&](int64_t first, int64_t last) {
+    for (int64_t plane = first; plane < last; ++plane) {
+      const float* src = x + plane * h_ * w_in_;
+      float* dst = xp + plane * hp_ * wp_;
+      std::fill(dst, dst + pad_ * wp_, 0.0f);
+      for (int64_t y = 0; y < h_; ++y) {
+        float* row = dst + (y + pad_) * wp_;
+        std::fill(row, row + pad_, 0.0f);
+        std::copy(src + y * w_in_, src + (y + 1) * w_in_, row + pad_);
+        std::fill(row + pad_ + w_in_, row + wp_, 0.0f);
+      }
+      std::fill(dst + (pad_ + h_) * wp_, dst + hp_ * wp_, 0.0f);
     }
-    std::fill(dst + (pad_ + h_) * wp_, dst + hp_ * wp_, 0.0f);
-  }
+  });
   xp_data_ = xp;
 }
 
@@ -109,10 +112,12 @@ static constexpr int64_t kRowCopyMin = 8;
 void Conv2d::im2col(int64_t n0, int64_t nb, float* col) const {
   const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = hp_ * wp_;
   const bool rows = stride_ == 1 && ow_ >= kRowCopyMin;
-  for (int64_t c = 0; c < c_; ++c)
-    for (int64_t ti = 0; ti < ntaps; ++ti) {
+  // Each col row q = (c, tap) is written by one thread.
+  parallel_for(c_ * ntaps, parallel_grain(ld), [&](int64_t first, int64_t last) {
+    for (int64_t q = first; q < last; ++q) {
+      const int64_t c = q / ntaps, ti = q % ntaps;
       const int32_t* off = offsets_.data() + ti * p_;
-      float* qrow = col + (c * ntaps + ti) * ld;
+      float* qrow = col + q * ld;
       for (int64_t j = 0; j < nb; ++j) {
         const float* src = xp_data_ + ((n0 + j) * c_ + c) * plane;
         float* dst = qrow + j * p_;
@@ -123,29 +128,33 @@ void Conv2d::im2col(int64_t n0, int64_t nb, float* col) const {
         }
       }
     }
+  });
 }
 
 void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const {
   const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = hp_ * wp_;
   const bool rows = stride_ == 1 && ow_ >= kRowCopyMin;
-  for (int64_t c = 0; c < c_; ++c)
-    for (int64_t ti = 0; ti < ntaps; ++ti) {
-      const int32_t* off = offsets_.data() + ti * p_;
-      const float* qrow = col + (c * ntaps + ti) * ld;
-      for (int64_t j = 0; j < nb; ++j) {
-        float* dst = dxp + ((n0 + j) * c_ + c) * plane;
-        const float* src = qrow + j * p_;
-        if (rows) {
-          for (int64_t oy = 0; oy < oh_; ++oy) {
-            float* d = dst + off[oy * ow_];
-            const float* s = src + oy * ow_;
-            for (int64_t ox = 0; ox < ow_; ++ox) d[ox] += s[ox];
+  // The taps of one channel add into the same planes: a channel is one thread's.
+  parallel_for(c_, parallel_grain(ntaps * ld), [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c)
+      for (int64_t ti = 0; ti < ntaps; ++ti) {
+        const int32_t* off = offsets_.data() + ti * p_;
+        const float* qrow = col + (c * ntaps + ti) * ld;
+        for (int64_t j = 0; j < nb; ++j) {
+          float* dst = dxp + ((n0 + j) * c_ + c) * plane;
+          const float* src = qrow + j * p_;
+          if (rows) {
+            for (int64_t oy = 0; oy < oh_; ++oy) {
+              float* d = dst + off[oy * ow_];
+              const float* s = src + oy * ow_;
+              for (int64_t ox = 0; ox < ow_; ++ox) d[ox] += s[ox];
+            }
+          } else {
+            for (int64_t p = 0; p < p_; ++p) dst[off[p]] += src[p];
           }
-        } else {
-          for (int64_t p = 0; p < p_; ++p) dst[off[p]] += src[p];
         }
       }
-    }
+  });
 }
 
 const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
@@ -157,10 +166,12 @@ const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
   if (!all_taps_) {  // Wl: the live taps' columns of W
     wl_.resize({oc_, rows_});
     float* wl = wl_.data();
-    for (int64_t o = 0; o < oc_; ++o)
-      for (int64_t c = 0; c < c_; ++c)
-        for (int64_t ti = 0; ti < ntaps; ++ti)
-          wl[o * rows_ + c * ntaps + ti] = w[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx];
+    parallel_for(oc_, parallel_grain(c_ * kk), [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o)
+        for (int64_t c = 0; c < c_; ++c)
+          for (int64_t ti = 0; ti < ntaps; ++ti)
+            wl[o * rows_ + c * ntaps + ti] = w[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx];
+    });
     w = wl;
   }
   y_.resize({n_, oc_, oh_, ow_});
@@ -173,9 +184,12 @@ const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
     sgemm(false, false, static_cast<int>(oc_), static_cast<int>(cols), static_cast<int>(rows_), 1.0f, w,
           static_cast<int>(rows_), col_.data(), static_cast<int>(cols), 0.0f, out, static_cast<int>(cols));
     if (nb > 1)
-      for (int64_t j = 0; j < nb; ++j)
-        for (int64_t o = 0; o < oc_; ++o)
+      parallel_for(nb * oc_, parallel_grain(p_), [&](int64_t first, int64_t last) {
+        for (int64_t jo = first; jo < last; ++jo) {
+          const int64_t j = jo / oc_, o = jo % oc_;
           std::copy_n(out + o * cols + j * p_, p_, y_.data() + ((n0 + j) * oc_ + o) * p_);
+        }
+      });
   }
   if (has_bias_) {
     const float* b = store_.param(b_);
@@ -193,10 +207,14 @@ const float* Conv2d::chunk_dy(const float* dout, int64_t n0, int64_t nb) {
   if (nb == 1) return dout + n0 * oc_ * p_;
   const int64_t cols = nb * p_;
   dyt_.resize({oc_, cols});
-  for (int64_t j = 0; j < nb; ++j)
-    for (int64_t o = 0; o < oc_; ++o)
-      std::copy_n(dout + ((n0 + j) * oc_ + o) * p_, p_, dyt_.data() + o * cols + j * p_);
-  return dyt_.data();
+  float* dyt = dyt_.data();
+  parallel_for(nb * oc_, parallel_grain(p_), [&](int64_t first, int64_t last) {
+    for (int64_t jo = first; jo < last; ++jo) {
+      const int64_t j = jo / oc_, o = jo % oc_;
+      std::copy_n(dout + ((n0 + j) * oc_ + o) * p_, p_, dyt + o * cols + j * p_);
+    }
+  });
+  return dyt;
 }
 
 const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
@@ -231,10 +249,12 @@ const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_inp
   }
   if (!all_taps_) {
     float* dw = store_.grad(w_);
-    for (int64_t o = 0; o < oc_; ++o)
-      for (int64_t c = 0; c < c_; ++c)
-        for (int64_t ti = 0; ti < ntaps; ++ti)
-          dw[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx] += dwl[o * rows_ + c * ntaps + ti];
+    parallel_for(oc_, parallel_grain(c_ * kk), [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o)
+        for (int64_t c = 0; c < c_; ++c)
+          for (int64_t ti = 0; ti < ntaps; ++ti)
+            dw[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx] += dwl[o * rows_ + c * ntaps + ti];
+    });
   }
   sink.ready(w_);  // final now: announce before the dx products so communication overlaps them
   if (!need_input_grad) return dx_;
@@ -243,7 +263,9 @@ const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_inp
   // col2im adds into a padded dx (dx itself without padding); its interior is dx.
   Tensor& dxp = pad_ > 0 ? dxp_ : dx_;
   if (pad_ > 0) dxp_.resize({n_, c_, hp_, wp_});
-  dxp.zero();
+  float* dxp_data = dxp.data();
+  parallel_for(static_cast<int64_t>(dxp.numel()), 1 << 16,
+               [&](int64_t first, int64_t last) { std::fill(dxp_data + first, dxp_data + last, 0.0f); });
   dcol_.resize({rows_, chunk_ * p_});
   for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
@@ -255,9 +277,11 @@ const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_inp
   if (pad_ > 0) {
     const float* src = dxp_.data();
     float* dst = dx_.data();
-    for (int64_t plane = 0; plane < n_ * c_; ++plane)
-      for (int64_t y = 0; y < h_; ++y)
-        std::copy_n(src + (plane * hp_ + y + pad_) * wp_ + pad_, w_in_, dst + (plane * h_ + y) * w_in_);
+    parallel_for(n_ * c_, parallel_grain(h_ * w_in_), [&](int64_t first, int64_t last) {
+      for (int64_t plane = first; plane < last; ++plane)
+        for (int64_t y = 0; y < h_; ++y)
+          std::copy_n(src + (plane * hp_ + y + pad_) * wp_ + pad_, w_in_, dst + (plane * h_ + y) * w_in_);
+    });
   }
   return dx_;
 }

@@ -1,6 +1,7 @@
 #include "models/layers/shape_layers.h"
 
 #include "models/cuda/gpu_ops.h"
+#include "models/parallel_for.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,24 +29,26 @@ const Tensor& MaxPool2d::forward(const Tensor& in, const ForwardContext&) {
   argmax_.resize(static_cast<size_t>(planes * oh * ow));
   const float* x = in.data();
   float* y = y_.data();
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const float* src = x + pl * h * w;
-    for (int64_t oy = 0; oy < oh; ++oy) {
-      const int64_t y0 = std::max<int64_t>(oy * stride_ - pad_, 0), y1 = std::min(oy * stride_ - pad_ + k_, h);
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        const int64_t x0 = std::max<int64_t>(ox * stride_ - pad_, 0), x1 = std::min(ox * stride_ - pad_ + k_, w);
-        int64_t best = y0 * w + x0;
-        for (int64_t iy = y0; iy < y1; ++iy)
-          for (int64_t ix = x0; ix < x1; ++ix) {
-            const int64_t idx = iy * w + ix;
-            if (src[idx] > src[best] || std::isnan(src[idx])) best = idx;
-          }
-        const int64_t o = (pl * oh + oy) * ow + ox;
-        y[o] = src[best];
-        argmax_[o] = static_cast<int32_t>(best);
+  parallel_for(planes, parallel_grain(oh * ow * k_ * k_), [&](int64_t first, int64_t last) {
+    for (int64_t pl = first; pl < last; ++pl) {
+      const float* src = x + pl * h * w;
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        const int64_t y0 = std::max<int64_t>(oy * stride_ - pad_, 0), y1 = std::min(oy * stride_ - pad_ + k_, h);
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t x0 = std::max<int64_t>(ox * stride_ - pad_, 0), x1 = std::min(ox * stride_ - pad_ + k_, w);
+          int64_t best = y0 * w + x0;
+          for (int64_t iy = y0; iy < y1; ++iy)
+            for (int64_t ix = x0; ix < x1; ++ix) {
+              const int64_t idx = iy * w + ix;
+              if (src[idx] > src[best] || std::isnan(src[idx])) best = idx;
+            }
+          const int64_t o = (pl * oh + oy) * ow + ox;
+          y[o] = src[best];
+          argmax_[o] = static_cast<int32_t>(best);
+        }
       }
     }
-  }
+  });
   return y_;
 }
 
