@@ -5,7 +5,8 @@
 // the sgemm calls each issues (models/gemm.h) and times raw sgemm on exactly those calls.
 // Columns:
 //   layer shape   C -> OC, kernel/stride, input HxW
-//   fwd ms, bwd ms       best-of-rounds time of our forward / backward, in CPU time of the
+//   fwd ms, bwd ms       best-of-rounds time of our forward / backward (rounds alternate
+//                        with the sgemm rounds, so both see the same machine), in CPU time of the
 //                        process (CLOCK_PROCESS_CPUTIME_ID): time other processes take
 //                        the cores away is not counted, which wall time on a shared
 //                        machine cannot promise; with several BLAS threads it is their sum
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <utility>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -66,37 +68,51 @@ double cpu_now() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-double seconds_of(const std::function<void()>& f, double min_seconds) {
+// Best-of-rounds times of f and g, measured alternately (f, g, f, g, ...) so that both
+// see the same moments of a shared machine.
+std::pair<double, double> best_alternating(const std::function<void()>& f, const std::function<void()>& g,
+                                           double min_seconds) {
   f();  // warm-up
-  double best = 1e30;
+  g();
+  double best_f = 1e30, best_g = 1e30;
   const double start = cpu_now();
   do {
-    const double t0 = cpu_now();
+    double t0 = cpu_now();
     f();
-    best = std::min(best, cpu_now() - t0);
+    best_f = std::min(best_f, cpu_now() - t0);
+    t0 = cpu_now();
+    g();
+    best_g = std::min(best_g, cpu_now() - t0);
   } while (cpu_now() - start < min_seconds);
-  return best;
+  return {best_f, best_g};
 }
 
-// The best round of raw sgemm on `rec`'s calls (each shape as often as recorded, on
-// scratch operands allocated once), in the same clock.
-double sgemm_seconds(const GemmRecorder& rec, double min_seconds) {
-  size_t max_a = 0, max_b = 0, max_c = 0;
-  for (const auto& [g, count] : rec.calls()) {
-    max_a = std::max(max_a, size_t(g.trans_a ? g.k : g.m) * size_t(g.lda));
-    max_b = std::max(max_b, size_t(g.trans_b ? g.n : g.k) * size_t(g.ldb));
-    max_c = std::max(max_c, size_t(g.m) * size_t(g.ldc));
+// Raw sgemm on `rec`'s calls (each shape as often as recorded), on scratch operands
+// allocated once.
+class RecordedGemms {
+ public:
+  explicit RecordedGemms(const GemmRecorder& rec) : rec_(rec) {
+    size_t max_a = 0, max_b = 0, max_c = 0;
+    for (const auto& [g, count] : rec.calls()) {
+      max_a = std::max(max_a, size_t(g.trans_a ? g.k : g.m) * size_t(g.lda));
+      max_b = std::max(max_b, size_t(g.trans_b ? g.n : g.k) * size_t(g.ldb));
+      max_c = std::max(max_c, size_t(g.m) * size_t(g.ldc));
+    }
+    a_.assign(max_a, 0.01f);
+    b_.assign(max_b, 0.02f);
+    c_.assign(max_c, 0.0f);
   }
-  std::vector<float> a(max_a, 0.01f), b(max_b, 0.02f), c(max_c, 0.0f);
-  return seconds_of(
-      [&] {
-        for (const auto& [g, count] : rec.calls())
-          for (int64_t i = 0; i < count; ++i)
-            sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a.data(), g.lda, b.data(), g.ldb,
-                  g.accumulate ? 1.0f : 0.0f, c.data(), g.ldc);
-      },
-      min_seconds);
-}
+  void operator()() {
+    for (const auto& [g, count] : rec_.calls())
+      for (int64_t i = 0; i < count; ++i)
+        sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a_.data(), g.lda, b_.data(), g.ldb,
+              g.accumulate ? 1.0f : 0.0f, c_.data(), g.ldc);
+  }
+
+ private:
+  const GemmRecorder& rec_;
+  std::vector<float> a_, b_, c_;
+};
 
 }  // namespace
 
@@ -146,8 +162,9 @@ int main(int argc, char** argv) {
       GemmRecordScope scope(rec_b);
       bwd();
     }
-    const double tf = seconds_of(fwd, min_seconds), tb = seconds_of(bwd, min_seconds);
-    const double gf = sgemm_seconds(rec_f, min_seconds), gb = sgemm_seconds(rec_b, min_seconds);
+    RecordedGemms gemm_f(rec_f), gemm_b(rec_b);
+    const auto [tf, gf] = best_alternating(fwd, gemm_f, min_seconds);
+    const auto [tb, gb] = best_alternating(bwd, gemm_b, min_seconds);
     const int64_t oh = y.dim(2);
     const double flops = 3.0 * 2.0 * double(batch * s.oc * s.c * s.k * s.k * oh * oh);  // fwd + 2 bwd products
     char name[64];

@@ -68,5 +68,5 @@ printf "median:  ours %8.1f samples/s   pytorch %8.1f samples/s   ours/pytorch %
   "$(awk -v a="$mo" -v b="$mt" 'BEGIN {print a / b}')"
 if [[ $conv == 1 ]]; then
   echo
-  OPENBLAS_NUM_THREADS=$threads "$build/bin/conv_bench" --batch "$batch" --size 32 --stem "$stem" --seconds 0.3
+  OPENBLAS_NUM_THREADS=$threads "$build/bin/conv_bench" --batch "$batch" --size 32 --stem "$stem" --seconds 1
 fi
