@@ -1,7 +1,6 @@
 #include "data/cifar10.h"
 
 #include <algorithm>
-#include <array>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -13,7 +12,6 @@ namespace dpt {
 namespace {
 
 constexpr size_t kPixels = 3 * 32 * 32;
-constexpr size_t kPlane = 32 * 32;
 
 }  // namespace
 
@@ -23,15 +21,18 @@ std::vector<std::string> Cifar10::file_names(Split split) {
           "data_batch_5.bin"};
 }
 
-Cifar10::Cifar10(const std::string& dir, Split split)
-    : name_(std::string("cifar10/") + split_name(split)) {
+Cifar10::Cifar10(const std::string& dir, Split split, const ImageOptions& options)
+    : ImageDataset(3, 32, 32, {kMean[0], kMean[1], kMean[2]}, {kStd[0], kStd[1], kStd[2]}, options),
+      name_(std::string("cifar10/") + split_name(split)) {
   const std::string root = dir.empty() ? kCifar10DefaultDir : dir;
   std::vector<std::string> files;
   for (const auto& f : file_names(split)) files.push_back(root + "/" + f);
   load(files);
 }
 
-Cifar10::Cifar10(const std::vector<std::string>& files, std::string name) : name_(std::move(name)) {
+Cifar10::Cifar10(const std::vector<std::string>& files, std::string name, const ImageOptions& options)
+    : ImageDataset(3, 32, 32, {kMean[0], kMean[1], kMean[2]}, {kStd[0], kStd[1], kStd[2]}, options),
+      name_(std::move(name)) {
   load(files);
 }
 
@@ -66,32 +67,6 @@ void Cifar10::load(const std::vector<std::string>& files) {
       std::copy(rec + 1, rec + kRecordBytes,
                 pixels_.begin() + std::ptrdiff_t((base + r) * kPixels));
     }
-  }
-}
-
-void Cifar10::fill(std::span<const size_t> indices, Batch& out) const {
-  check_indices(*this, indices);
-  const size_t n = indices.size();
-  out.n = n;
-  out.sample_shape = {3, 32, 32};
-  out.x.resize(n * kPixels);
-  out.labels.resize(n);
-  out.tokens.clear();
-  out.targets.clear();
-
-  // Per channel: (p / 255 - mean[c]) / std[c], precomputed for all 256 byte values.
-  static const auto table = [] {
-    std::array<std::array<float, 256>, 3> t{};
-    for (int c = 0; c < 3; ++c)
-      for (int p = 0; p < 256; ++p) t[c][p] = (float(p) / 255.0f - kMean[c]) / kStd[c];
-    return t;
-  }();
-  for (size_t b = 0; b < n; ++b) {
-    const uint8_t* src = pixels_.data() + indices[b] * kPixels;
-    float* dst = out.x.data() + b * kPixels;
-    for (size_t c = 0; c < 3; ++c)
-      for (size_t k = 0; k < kPlane; ++k) dst[c * kPlane + k] = table[c][src[c * kPlane + k]];
-    out.labels[b] = labels_[indices[b]];
   }
 }
 

@@ -2,34 +2,35 @@
 // CIFAR-10, binary version: 32x32 colour images in 10 classes. Each file is a sequence of
 // *records* of 3073 bytes: one label byte (0..9), then 1024 red, 1024 green and 1024 blue
 // pixel bytes, each plane row-major. The training set is data_batch_1.bin ..
-// data_batch_5.bin, the test set test_batch.bin. Pixels are scaled to [0, 1] and
-// normalized per channel with the training set's mean and standard deviation.
+// data_batch_5.bin, the test set test_batch.bin (the folder cifar-10-batches-bin of the
+// official cifar-10-binary.tar.gz). Samples go through ImageDataset's transform chain;
+// Normalize uses the PyTorch DDP tutorial's constants, mean (0.4914, 0.4822, 0.4465)
+// and std (0.2023, 0.1994, 0.2010).
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "data/image_dataset.h"
 
 namespace dpt {
 
 inline constexpr const char* kCifar10DefaultDir = "cifar-10-batches-bin";
 
-class Cifar10 : public Dataset {
+class Cifar10 : public ImageDataset {
  public:
   static constexpr size_t kRecordBytes = 1 + 3 * 32 * 32;
   static constexpr int kClasses = 10;
   static constexpr float kMean[3] = {0.4914f, 0.4822f, 0.4465f};
-  static constexpr float kStd[3] = {0.2470f, 0.2435f, 0.2616f};
+  static constexpr float kStd[3] = {0.2023f, 0.1994f, 0.2010f};
 
   // Reads the standard file names of `split` under `dir`; empty means
   // kCifar10DefaultDir, the directory name inside the official tarball.
-  Cifar10(const std::string& dir, Split split);
+  Cifar10(const std::string& dir, Split split, const ImageOptions& options = {});
   // Reads exactly these files, in order (tests, subsets).
-  explicit Cifar10(const std::vector<std::string>& files, std::string name = "cifar10");
+  explicit Cifar10(const std::vector<std::string>& files, std::string name = "cifar10",
+                   const ImageOptions& options = {});
 
-  size_t size() const override { return labels_.size(); }
-  // x: [n, 3, 32, 32] normalized pixels, labels: [n].
-  void fill(std::span<const size_t> indices, Batch& out) const override;
+  // x: [n, 3, S, S] normalized pixels (S = 32 unless padded), labels: [n].
   std::string name() const override { return name_; }
 
   // The file names of a split, relative to its directory.
@@ -39,8 +40,6 @@ class Cifar10 : public Dataset {
   void load(const std::vector<std::string>& files);
 
   std::string name_;
-  std::vector<uint8_t> pixels_;  // [n, 3, 32, 32], 0..255
-  std::vector<uint8_t> labels_;  // [n]
 };
 
 // Writes records in the CIFAR-10 binary format (used by tests to make small files).

@@ -4,6 +4,7 @@
 // (the DataLoader does), so implementations keep all their data immutable after
 // construction.
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,12 @@ class Dataset {
   virtual size_t size() const = 0;
   // Overwrites `out` with the samples at `indices` (each < size()), in that order.
   virtual void fill(std::span<const size_t> indices, Batch& out) const = 0;
+  // The same for epoch `epoch` of training: datasets with random augmentation decide it
+  // from (their seed, epoch, sample index); the others ignore the epoch. The DataLoader
+  // calls this with its sampler's epoch.
+  virtual void fill_for_epoch(std::span<const size_t> indices, uint64_t epoch, Batch& out) const {
+    fill(indices, out);
+  }
   virtual std::string name() const = 0;
 };
 

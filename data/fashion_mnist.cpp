@@ -1,6 +1,5 @@
 #include "data/fashion_mnist.h"
 
-#include <array>
 
 #include "data/data_error.h"
 #include "data/idx_file.h"
@@ -17,7 +16,8 @@ std::string dims_text(const std::vector<uint32_t>& dims) {
 
 }  // namespace
 
-FashionMnist::FashionMnist(const std::string& dir_in, Split split) : split_(split) {
+FashionMnist::FashionMnist(const std::string& dir_in, Split split, const ImageOptions& options)
+    : ImageDataset(1, kRows, kCols, {kMean}, {kStd}, options), split_(split) {
   const std::string dir = dir_in.empty() ? kFashionMnistDefaultDir : dir_in;
   const std::string prefix = dir + "/" + (split == Split::train ? "train" : "t10k");
   const std::string images_path = prefix + "-images-idx3-ubyte.gz";
@@ -49,31 +49,6 @@ FashionMnist::FashionMnist(const std::string& dir_in, Split split) : split_(spli
 
 std::string FashionMnist::name() const {
   return std::string("fashion-mnist/") + split_name(split_);
-}
-
-void FashionMnist::fill(std::span<const size_t> indices, Batch& out) const {
-  check_indices(*this, indices);
-  constexpr size_t kPixels = size_t(kRows) * kCols;
-  const size_t n = indices.size();
-  out.n = n;
-  out.sample_shape = {1, kRows, kCols};
-  out.x.resize(n * kPixels);
-  out.labels.resize(n);
-  out.tokens.clear();
-  out.targets.clear();
-
-  // (p / 255 - mean) / std, precomputed for all 256 byte values.
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int p = 0; p < 256; ++p) t[p] = (float(p) / 255.0f - kMean) / kStd;
-    return t;
-  }();
-  for (size_t b = 0; b < n; ++b) {
-    const uint8_t* src = pixels_.data() + indices[b] * kPixels;
-    float* dst = out.x.data() + b * kPixels;
-    for (size_t k = 0; k < kPixels; ++k) dst[k] = table[src[k]];
-    out.labels[b] = labels_[indices[b]];
-  }
 }
 
 }  // namespace dpt

@@ -1,20 +1,22 @@
 #pragma once
 // Fashion-MNIST (Zalando): 28x28 grayscale images of clothing in 10 classes, 60000 train
-// and 10000 test, stored as four gzip-compressed IDX files. Pixels are scaled to [0, 1]
-// and then normalized with the training set's mean and standard deviation, the values
-// every PyTorch tutorial uses.
+// and 10000 test, stored as four gzip-compressed IDX files. Samples go through
+// ImageDataset's transform chain (ImageOptions::pad_to 32 gives 32x32 images for
+// ResNet-18 and the 32-pixel RandomCrop); Normalize uses the training set's mean and
+// standard deviation (0.2860, 0.3530), the values every PyTorch tutorial uses. One
+// channel: models adapt their first layer (ResNet-18's conv1 is [64, 1, k, k]).
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "data/image_dataset.h"
 
 namespace dpt {
 
 // Debian's dataset-fashion-mnist package installs the files here.
 inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
 
-class FashionMnist : public Dataset {
+class FashionMnist : public ImageDataset {
  public:
   static constexpr float kMean = 0.2860f;
   static constexpr float kStd = 0.3530f;
@@ -22,20 +24,13 @@ class FashionMnist : public Dataset {
 
   // Reads <dir>/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz. Throws DataError naming
   // the file on anything missing or malformed. An empty `dir` means the default.
-  FashionMnist(const std::string& dir, Split split);
+  FashionMnist(const std::string& dir, Split split, const ImageOptions& options = {});
 
-  size_t size() const override { return labels_.size(); }
-  // x: [n, 1, 28, 28] normalized pixels, labels: [n].
-  void fill(std::span<const size_t> indices, Batch& out) const override;
+  // x: [n, 1, S, S] normalized pixels (S = 28 unless padded), labels: [n].
   std::string name() const override;
-
-  const std::vector<uint8_t>& raw_labels() const { return labels_; }
-  const std::vector<uint8_t>& raw_pixels() const { return pixels_; }
 
  private:
   Split split_;
-  std::vector<uint8_t> pixels_;  // [n, 28, 28], 0..255
-  std::vector<uint8_t> labels_;  // [n], 0..9
 };
 
 }  // namespace dpt

@@ -52,6 +52,7 @@ void DataLoader::start_epoch() {
   finished_ = false;
   error_ = nullptr;
   indices_ = sampler_.indices();
+  epoch_ = sampler_.epoch();
   next_batch_ = 0;
   {
     std::lock_guard lock(mu_);
@@ -65,7 +66,7 @@ void DataLoader::start_epoch() {
 void DataLoader::fill_batch(const std::vector<size_t>& indices, size_t b, Batch& out) const {
   const size_t begin = b * batch_size_;
   const size_t end = std::min(begin + batch_size_, indices.size());
-  dataset_.fill(std::span<const size_t>(indices.data() + begin, end - begin), out);
+  dataset_.fill_for_epoch(std::span<const size_t>(indices.data() + begin, end - begin), epoch_, out);
 }
 
 void DataLoader::run_worker(std::vector<size_t> indices) {

@@ -6,6 +6,8 @@
 // order, so the caller sees every batch before it sees the end, and an exception thrown
 // while filling is rethrown by next() instead of being lost on the worker thread.
 // Batches come out in sampler order, so a run is deterministic for a sampler seed.
+// Samples are filled with Dataset::fill_for_epoch(indices, sampler epoch), so random
+// augmentation follows the epoch.
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -65,6 +67,7 @@ class DataLoader {
   bool finished_ = false;
   std::exception_ptr error_;     // sticky until reset
   std::vector<size_t> indices_;  // current epoch (used when prefetch_ == 0)
+  uint64_t epoch_ = 0;           // the sampler's epoch when it started (augmentation)
   size_t next_batch_ = 0;        // used when prefetch_ == 0
 
   // Shared with the worker, guarded by mu_.

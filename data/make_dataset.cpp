@@ -29,8 +29,8 @@ std::unique_ptr<Dataset> make_synthetic(std::string_view task, Split split,
 }  // namespace
 
 std::unique_ptr<Dataset> make_dataset(std::string_view name, Split split, const DatasetOptions& o) {
-  if (name == "fashion-mnist") return std::make_unique<FashionMnist>(o.path, split);
-  if (name == "cifar10") return std::make_unique<Cifar10>(o.path, split);
+  if (name == "fashion-mnist") return std::make_unique<FashionMnist>(o.path, split, o.image);
+  if (name == "cifar10") return std::make_unique<Cifar10>(o.path, split, o.image);
   if (name == "text") {
     return std::make_unique<TextCorpus>(o.path, split, o.seq_len, o.val_fraction, o.stride);
   }

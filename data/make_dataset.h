@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "data/dataset.h"
+#include "data/image_transform.h"
 
 namespace dpt {
 
@@ -21,6 +22,8 @@ struct DatasetOptions {
   std::string tokenizer_dir;  // empty: tokenizer::default_tokenizer_dir()
   std::string jsonl_field;    // set: one JSON object per line, the document is this field
   std::string doc_format;     // "lines" | "jsonl" | "fortunes" | "" (from the path and field)
+  // fashion-mnist, cifar10: padding, augmentation (use Augment::none for held-out data)
+  ImageOptions image;
   // synthetic
   std::string task = "regression";              // "regression" | "classification"
   size_t num_samples = 0;                       // 0: 1024 for train, 256 for test

@@ -6,6 +6,54 @@
 #include "models/module.h"
 
 namespace dpt {
+namespace {
+
+// One tensor the file must hold: its name, shape, stored dtype and where it goes.
+struct Expected {
+  const std::string* name;
+  const std::vector<int64_t>* shape;
+  FileDType dtype;
+  std::span<float> dest;
+  const char* what;  // "parameter" or "buffer", for messages
+};
+
+Metadata load_expected(const std::string& path, const std::vector<Expected>& expected) {
+  SafetensorsContents file = load_safetensors(path);
+  for (const auto& e : expected) {
+    const NamedTensor* t = file.find(*e.name);
+    if (!t) throw CheckpointError(path, "missing tensor " + *e.name);
+    if (t->shape != *e.shape)
+      throw CheckpointError(path, "tensor " + *e.name + " has shape " + shape_str(t->shape) +
+                                      " but the model expects " + shape_str(*e.shape));
+    // Floats may be stored as F32, F16 or BF16 (widened on load); a counter must be I64.
+    if ((t->dtype == "I64") != (e.dtype == FileDType::I64))
+      throw CheckpointError(path, std::string("tensor ") + *e.name + " has dtype " + t->dtype +
+                                      " but the model's " + e.what + " is " + file_dtype_name(e.dtype));
+  }
+  if (file.tensors.size() != expected.size()) {
+    for (const auto& t : file.tensors) {
+      bool found = std::any_of(expected.begin(), expected.end(), [&](const Expected& e) { return *e.name == t.name; });
+      if (!found)
+        throw CheckpointError(path, "unexpected tensor " + t.name + " (not a parameter or buffer of the model)");
+    }
+  }
+  // Copy only after every check passed, so a bad file leaves the buffers untouched.
+  for (const auto& e : expected) {
+    const NamedTensor* t = file.find(*e.name);
+    std::copy(t->data.begin(), t->data.end(), e.dest.begin());
+  }
+  return file.metadata;
+}
+
+void expect_params(const std::vector<ParamInfo>& infos, std::span<float> flat, std::vector<Expected>& out) {
+  for (const auto& p : infos) {
+    if (p.offset + p.numel > flat.size())
+      throw std::invalid_argument("load_params: flat buffer too small for " + p.name);
+    out.push_back({&p.name, &p.shape, FileDType::F32, flat.subspan(p.offset, p.numel), "parameter"});
+  }
+}
+
+}  // namespace
 
 std::vector<NamedTensorView> param_views(const std::vector<ParamInfo>& infos,
                                          std::span<const float> flat) {
@@ -19,39 +67,41 @@ std::vector<NamedTensorView> param_views(const std::vector<ParamInfo>& infos,
   return views;
 }
 
+std::vector<NamedTensorView> buffer_views(const std::vector<BufferInfo>& infos, std::span<const float> flat) {
+  std::vector<NamedTensorView> views;
+  views.reserve(infos.size());
+  for (const auto& b : infos) {
+    if (b.offset + b.numel > flat.size())
+      throw std::invalid_argument("buffer_views: flat buffer too small for " + b.name);
+    views.push_back({b.name, b.shape, flat.subspan(b.offset, b.numel), b.is_count ? FileDType::I64 : FileDType::F32});
+  }
+  return views;
+}
+
 Metadata load_params(const std::string& path, const std::vector<ParamInfo>& infos,
                      std::span<float> flat) {
-  SafetensorsContents file = load_safetensors(path);
-  for (const auto& p : infos) {
-    const NamedTensor* t = file.find(p.name);
-    if (!t) throw CheckpointError(path, "missing tensor " + p.name);
-    if (t->shape != p.shape)
-      throw CheckpointError(path, "tensor " + p.name + " has shape " + shape_str(t->shape) +
-                                      " but the model expects " + shape_str(p.shape));
-  }
-  if (file.tensors.size() != infos.size()) {
-    for (const auto& t : file.tensors) {
-      bool found = std::any_of(infos.begin(), infos.end(), [&](const ParamInfo& p) { return p.name == t.name; });
-      if (!found) throw CheckpointError(path, "unexpected tensor " + t.name + " (not a parameter of the model)");
-    }
-  }
-  // Copy only after every check passed, so a bad file leaves the buffer untouched.
-  for (const auto& p : infos) {
-    const NamedTensor* t = file.find(p.name);
-    std::copy(t->data.begin(), t->data.end(), flat.begin() + static_cast<long>(p.offset));
-  }
-  return file.metadata;
+  std::vector<Expected> expected;
+  expect_params(infos, flat, expected);
+  return load_expected(path, expected);
 }
 
 void save_model(const std::string& path, const Module& model, const Metadata& metadata) {
   Metadata meta = metadata;
   meta.emplace("format", "pt");  // what HF tooling expects for PyTorch-style tensors
   meta.emplace("dpt.model", model.name());
-  save_safetensors(path, param_views(model.param_infos(), model.flat_params()), meta);
+  std::vector<NamedTensorView> views = param_views(model.param_infos(), model.flat_params());
+  for (auto& v : buffer_views(model.buffer_infos(), model.flat_buffers())) views.push_back(std::move(v));
+  save_safetensors(path, views, meta);
 }
 
 Metadata load_model(const std::string& path, Module& model) {
-  return load_params(path, model.param_infos(), model.flat_params());
+  std::vector<Expected> expected;
+  expect_params(model.param_infos(), model.flat_params(), expected);
+  std::span<float> buffers = model.flat_buffers();
+  for (const auto& b : model.buffer_infos())
+    expected.push_back({&b.name, &b.shape, b.is_count ? FileDType::I64 : FileDType::F32,
+                        buffers.subspan(b.offset, b.numel), "buffer"});
+  return load_expected(path, expected);
 }
 
 std::string sidecar_path(const std::string& model_path, const std::string& kind) {

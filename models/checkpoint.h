@@ -1,5 +1,6 @@
 // Model checkpoints: a model's (or a flat parameter buffer's) tensors in a safetensors
-// file, one tensor per parameter under its plain name. The file format, its atomic
+// file, one tensor per parameter and per buffer (BatchNorm's running statistics) under
+// its plain name; counters (num_batches_tracked) are stored as I64, as PyTorch does. The file format, its atomic
 // write and its checks on load are in models/safetensors.h, included here.
 #pragma once
 
@@ -22,7 +23,12 @@ std::vector<NamedTensorView> param_views(const std::vector<ParamInfo>& infos,
 // parameters in `infos` with the same shapes. Returns the file's metadata.
 Metadata load_params(const std::string& path, const std::vector<ParamInfo>& infos,
                      std::span<float> flat);
+// Views of every buffer of a flat buffer laid out by `infos` (counters as I64).
+std::vector<NamedTensorView> buffer_views(const std::vector<BufferInfo>& infos, std::span<const float> flat);
 
+// Parameters and buffers. load_model is strict: the file must hold exactly the model's
+// parameters (F32) and buffers (F32, counters I64) with the model's shapes, and the
+// model is untouched when it does not.
 void save_model(const std::string& path, const Module& model, const Metadata& metadata = {});
 Metadata load_model(const std::string& path, Module& model);
 

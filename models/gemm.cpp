@@ -45,6 +45,8 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
           ldc);
 }
 
+int blas_threads() { return openblas_get_num_threads(); }
+
 double GemmRecorder::total_flops() const {
   double f = 0;
   for (const auto& [shape, count] : calls_) f += shape.flops() * static_cast<double>(count);

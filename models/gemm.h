@@ -23,6 +23,9 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
                       int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                       int ldc, int64_t stride_c, int batch);
 
+// Threads the BLAS runs a product on (OPENBLAS_NUM_THREADS, else the cores).
+int blas_threads();
+
 struct GemmShape {
   bool trans_a = false, trans_b = false;
   int m = 0, n = 0, k = 0;

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "models/batch_stats_reducer.h"
+#include "models/f16_round.h"
 #include "models/param_store.h"
 #include "models/tensor.h"
 
@@ -42,6 +44,12 @@ struct ForwardContext {
   // stream number that makes otherwise equal runs draw different masks (e.g. the rank).
   uint64_t rng_step = 0;
   uint64_t rng_stream = 0;
+  // SyncBatchNorm: where BatchNorm layers get the global batch's statistics in training
+  // (null: this process's batch). Module::set_batch_stats_reducer sets it.
+  BatchStatsReducer* batch_stats = nullptr;
+  // kF16: composite layers round their inner activations (and, in backward, their inner
+  // gradients) to fp16 as Module does at every layer boundary.
+  ComputePrecision precision = ComputePrecision::kF32;
 };
 
 class GradSink {
@@ -83,6 +91,14 @@ class Layer {
  private:
   std::string name_;
 };
+
+// Rounds a layer's output (or a gradient it handed back) to fp16 in place, for
+// ComputePrecision::kF16: "the values this layer produced were fp16". Layers hand out
+// const references to tensors they own; the tensors themselves are not const. Host
+// tensors only (the rounding is a CPU emulation).
+inline void round_produced_to_f16(const Tensor& t) {
+  if (t.numel() > 0 && !t.on_cuda()) round_to_f16(const_cast<Tensor&>(t).data(), t.numel());
+}
 
 // Prefix join for dotted names: join_name("blocks.2", "attn") == "blocks.2.attn".
 inline std::string join_name(const std::string& prefix, const std::string& leaf) {

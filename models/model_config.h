@@ -22,6 +22,9 @@ struct ModelConfig {
   int64_t cnn_c1 = 16;
   int64_t cnn_c2 = 32;
   int64_t cnn_hidden = 128;
+  // ResNet-18: "imagenet" (torchvision's 7x7/2 convolution + 3x3/2 max-pool) or
+  // "cifar" (3x3/1 convolution, no max-pool). in_channels adapts conv1 to the data.
+  std::string resnet_stem = "imagenet";
   // GPT.
   int64_t vocab = 256;
   int64_t seq_len = 64;      // tokens per training sample

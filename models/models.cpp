@@ -11,6 +11,7 @@
 #include "models/layers/layer_norm.h"
 #include "models/layers/linear.h"
 #include "models/layers/shape_layers.h"
+#include "models/resnet.h"
 
 namespace dpt {
 
@@ -73,7 +74,7 @@ Gpt::Gpt(const ModelConfig& cfg, Flavor flavor)
   finalize(std::make_unique<SoftmaxCrossEntropy>());
 }
 
-std::vector<std::string> model_names() { return {"toy", "mlp", "cnn", "gpt", "gpt2"}; }
+std::vector<std::string> model_names() { return {"toy", "mlp", "cnn", "gpt", "gpt2", "resnet18"}; }
 
 std::unique_ptr<Module> make_model(const std::string& name, const ModelConfig& cfg) {
   if (!cfg.init_from.empty() && name != "gpt2")
@@ -88,7 +89,8 @@ std::unique_ptr<Module> make_model(const std::string& name, const ModelConfig& c
     if (!cfg.init_from.empty()) load_gpt2_weights(cfg.init_from, *model);
     return model;
   }
-  throw std::invalid_argument("unknown model '" + name + "' (valid: toy, mlp, cnn, gpt, gpt2)");
+  if (name == "resnet18") return std::make_unique<ResNet18>(cfg);
+  throw std::invalid_argument("unknown model '" + name + "' (valid: toy, mlp, cnn, gpt, gpt2, resnet18)");
 }
 
 }  // namespace dpt

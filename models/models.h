@@ -11,7 +11,8 @@
 //             .ln_f), Conv1D [in, out] weights, n_positions positions, N(0, 0.02)
 //             embeddings; sizes by name in models/gpt2.h, weights in/out in
 //             models/gpt2_weights.h.
-// make_model("toy" | "mlp" | "cnn" | "gpt" | "gpt2", config) builds one by name; a gpt2
+//   ResNet18  torchvision's resnet18 (models/resnet.h).
+// make_model("toy" | "mlp" | "cnn" | "gpt" | "gpt2" | "resnet18", config) builds one by name; a gpt2
 // with config.init_from set is loaded from that file (load_gpt2_weights).
 #pragma once
 

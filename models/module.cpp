@@ -1,6 +1,7 @@
 #include "models/module.h"
 
 #include "models/cuda/gpu_ops.h"
+#include "models/parallel_for.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -56,14 +57,22 @@ void Module::to_cuda(int device_index) {
   std::string why;
   if (gpu::device_count(&why) <= device_index)
     throw gpu::GpuError(name_ + ": no CUDA device " + std::to_string(device_index) + " here (" + why + ")");
+  if (fp16()) throw std::invalid_argument(name_ + ": fp16 compute precision is emulated on the CPU only");
   gpu::use_device(device_index);
   store_.attach_device();
   cuda_ = true;
 }
 
+void Module::set_compute_precision(ComputePrecision p) {
+  if (p == ComputePrecision::kF16 && cuda_)
+    throw std::invalid_argument(name_ + ": fp16 compute precision is emulated on the CPU only (the model is on CUDA)");
+  ctx_.precision = p;
+}
+
 void Module::zero_grad() {
-  auto g = store_.flat_grads();
-  std::fill(g.begin(), g.end(), 0.0f);
+  float* g = store_.flat_grads().data();
+  parallel_for(static_cast<int64_t>(store_.total_numel()), 1 << 18,
+               [&](int64_t first, int64_t last) { std::fill(g + first, g + last, 0.0f); });
   store_.zero_device_grads();
 }
 
@@ -92,6 +101,7 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
     input_.resize(std::move(shape));
     if (cuda_) gpu::upload(input_.data(), in.x, input_.numel() * sizeof(float));
     else std::copy(in.x, in.x + input_.numel(), input_.data());
+    if (fp16()) round_produced_to_f16(input_);
   } else {
     input_.resize({0});
   }
@@ -101,6 +111,7 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
     if (cuda_)
       for (const auto& [begin, end] : layer_infos_[i].ranges) store_.upload_params(begin, end);
     cur = &layers_[i]->forward(*cur, ctx_);
+    if (fp16()) round_produced_to_f16(*cur);
     if (hooks_.on_layer_forward_done) hooks_.on_layer_forward_done(i);
   }
   ctx_.input = nullptr;  // the caller's buffers are not ours to keep
@@ -129,11 +140,13 @@ void Module::backward() {
   sink_.begin(use_counts_, [this](size_t p) {
     const ParamInfo& info = store_.infos()[p];
     if (cuda_ && grad_download_) store_.download_grads(info.offset, info.offset + info.numel);
+    if (fp16() && !cuda_) round_to_f16(store_.grad_span(p));
     if (hooks_.on_grad_ready) hooks_.on_grad_ready(info);
   });
   const Tensor* g = &loss_->grad();
   for (size_t i = layers_.size(); i-- > 0;) {
     if (hooks_.on_layer_backward) hooks_.on_layer_backward(i);
+    if (fp16()) round_produced_to_f16(*g);
     g = &layers_[i]->backward(*g, sink_, need_input_grad_[i]);
     if (hooks_.on_layer_backward_done) hooks_.on_layer_backward_done(i);
   }

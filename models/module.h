@@ -13,6 +13,17 @@
 //
 // Gradients accumulate (+=) over backward calls until zero_grad().
 //
+// Buffers (flat_buffers(), buffer_infos()): state such as BatchNorm's running
+// statistics, updated by forward in training, never by the optimizer; checkpoints hold
+// them beside the parameters.
+//
+// Compute precision kF16 (set_compute_precision): the model's input, every layer's
+// output and the gradient flowing into every layer are rounded to fp16 in place, and
+// each parameter gradient when it is final (before on_grad_ready), so fp16's overflow
+// and underflow happen where they would on a GPU running in half precision. Weights
+// are whatever the caller put in flat_params() (fp16-rounded working weights are the
+// optimizer side's job); buffers and the loss's own arithmetic stay fp32.
+//
 // On CUDA (to_cuda): activations, the loss and every layer's arithmetic run on the
 // device; the flat host buffers stay the ones that optimizers, DDP, ZeRO and
 // checkpoints use (ParamStore's device mirror). forward uploads each layer's parameter
@@ -63,6 +74,18 @@ class Module {
   const std::vector<LayerInfo>& layer_infos() const { return layer_infos_; }
   size_t num_params() const { return store_.total_numel(); }
   ParamStore& store() { return store_; }
+  std::span<float> flat_buffers() { return store_.flat_buffers(); }
+  std::span<const float> flat_buffers() const { return store_.flat_buffers(); }
+  const std::vector<BufferInfo>& buffer_infos() const { return store_.buffer_infos(); }
+
+  // SyncBatchNorm: BatchNorm layers normalise over the batches of every replica that
+  // `reducer` reaches (null: this process's batch). The reducer must outlive its use.
+  void set_batch_stats_reducer(BatchStatsReducer* reducer) { ctx_.batch_stats = reducer; }
+  BatchStatsReducer* batch_stats_reducer() const { return ctx_.batch_stats; }
+  // Throws for kF16 on CUDA (the rounding is a CPU emulation; native half kernels are
+  // not written).
+  void set_compute_precision(ComputePrecision p);
+  ComputePrecision compute_precision() const { return ctx_.precision; }
 
   void set_hooks(ModuleHooks hooks) { hooks_ = std::move(hooks); }
   const ModuleHooks& hooks() const { return hooks_; }
@@ -120,6 +143,7 @@ class Module {
   // Call once at the end of a model's constructor: allocates and initialises the
   // flat buffers and derives the layer infos and per-parameter use counts.
   void finalize(std::unique_ptr<Loss> loss);
+  bool fp16() const { return ctx_.precision == ComputePrecision::kF16; }
 
   ParamStore store_;
 

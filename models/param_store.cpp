@@ -7,22 +7,49 @@
 
 namespace dpt {
 
-size_t ParamStore::add(const std::string& name, std::vector<int64_t> shape) {
-  if (finalized_) throw std::logic_error("ParamStore::add(" + name + ") after finalize()");
-  if (find(name) != infos_.size()) throw std::logic_error("duplicate parameter name " + name);
-  ParamInfo info;
+namespace {
+// Appends a named view of `shape` at the end of a flat buffer of `total` elements.
+template <class Info>
+size_t append_view(std::vector<Info>& infos, size_t& total, const std::string& name, std::vector<int64_t> shape) {
+  Info info;
   info.name = name;
   info.numel = shape_numel(shape);
   info.shape = std::move(shape);
-  info.offset = total_;
-  info.index = infos_.size();
-  total_ += info.numel;
-  infos_.push_back(std::move(info));
-  return infos_.back().index;
+  info.offset = total;
+  info.index = infos.size();
+  total += info.numel;
+  infos.push_back(std::move(info));
+  return infos.back().index;
+}
+}  // namespace
+
+void ParamStore::check_new_name(const std::string& name, const char* what) const {
+  if (finalized_) throw std::logic_error(std::string("ParamStore: ") + what + " " + name + " added after finalize()");
+  if (find(name) != infos_.size() || find_buffer(name) != buffer_infos_.size())
+    throw std::logic_error(std::string("duplicate ") + what + " name " + name);
+}
+
+size_t ParamStore::add(const std::string& name, std::vector<int64_t> shape) {
+  check_new_name(name, "parameter");
+  return append_view(infos_, total_, name, std::move(shape));
+}
+
+size_t ParamStore::add_buffer(const std::string& name, std::vector<int64_t> shape, bool is_count) {
+  check_new_name(name, "buffer");
+  const size_t index = append_view(buffer_infos_, buffer_total_, name, std::move(shape));
+  buffer_infos_[index].is_count = is_count;
+  return index;
+}
+
+size_t ParamStore::find_buffer(const std::string& name) const {
+  for (const auto& info : buffer_infos_)
+    if (info.name == name) return info.index;
+  return buffer_infos_.size();
 }
 
 void ParamStore::finalize() {
   if (finalized_) return;
+  buffers_.assign(buffer_total_, 0.0f);
   params_.assign(total_ + kShardSlack, 0.0f);
   grads_.assign(total_ + kShardSlack, 0.0f);
   finalized_ = true;

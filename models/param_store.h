@@ -15,6 +15,13 @@
 // the parameter allgather runs in place; the slack lets it do so without reallocating
 // (which would invalidate the layers' pointers). padded_*(n) hands out the first n.
 //
+// Buffers (BatchNorm's running statistics, PyTorch's register_buffer): module state
+// that is not trained. They live in a third flat float buffer (flat_buffers()) with
+// named views like the parameters', outside the gradients and the optimizer, so DDP
+// can broadcast all of them in one call and checkpoints save them under their names.
+// A *count* buffer (num_batches_tracked, int64 in PyTorch) is held as a float, exact
+// up to 2^24, and written to files as I64.
+//
 // Device mirror (Module::to_cuda): the host buffers stay the authoritative copy that
 // optimizers, DDP, ZeRO and checkpoints work on; a CUDA copy of both buffers is what
 // the layers' CUDA paths read and accumulate into. Module moves values between them:
@@ -40,12 +47,32 @@ struct ParamInfo {
   size_t index = 0;            // position in param_infos()
 };
 
+struct BufferInfo {
+  std::string name;            // e.g. "layer1.0.bn1.running_var"
+  std::vector<int64_t> shape;  // [] for a scalar
+  size_t offset = 0;           // first element in flat_buffers()
+  size_t numel = 0;
+  size_t index = 0;            // position in buffer_infos()
+  bool is_count = false;       // an integer counter (saved as I64)
+};
+
 class ParamStore {
  public:
   // Registers a parameter; returns its index. Only before finalize().
   size_t add(const std::string& name, std::vector<int64_t> shape);
+  // Registers a buffer; returns its index. Only before finalize(). Names are unique
+  // across parameters and buffers.
+  size_t add_buffer(const std::string& name, std::vector<int64_t> shape, bool is_count = false);
   void finalize();
   bool finalized() const { return finalized_; }
+
+  float* buffer(size_t index) { return buffers_.data() + buffer_infos_[index].offset; }
+  const float* buffer(size_t index) const { return buffers_.data() + buffer_infos_[index].offset; }
+  std::span<float> flat_buffers() { return buffers_; }
+  std::span<const float> flat_buffers() const { return buffers_; }
+  const std::vector<BufferInfo>& buffer_infos() const { return buffer_infos_; }
+  // Index of the buffer called `name`, or buffer_infos().size() when there is none.
+  size_t find_buffer(const std::string& name) const;
 
   float* param(size_t index) { return params_.data() + infos_[index].offset; }
   const float* param(size_t index) const { return params_.data() + infos_[index].offset; }
@@ -92,7 +119,13 @@ class ParamStore {
   size_t device_bytes() const { return device_params_.capacity_bytes() + device_grads_.capacity_bytes(); }
 
  private:
+  // Throws unless `name` is new and the store still takes registrations.
+  void check_new_name(const std::string& name, const char* what) const;
+
   std::vector<ParamInfo> infos_;
+  std::vector<BufferInfo> buffer_infos_;
+  std::vector<float> buffers_;
+  size_t buffer_total_ = 0;
   HostFloats params_;  // on huge pages (models/huge_pages.h)
   HostFloats grads_;
   DeviceFloats device_params_, device_grads_;

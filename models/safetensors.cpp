@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -71,7 +72,7 @@ size_t checked_numel(const std::vector<int64_t>& shape, const std::string& path,
   size_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) throw CheckpointError(path, "tensor " + name + " has a negative dimension");
-    if (d != 0 && n > std::numeric_limits<size_t>::max() / 4 / static_cast<size_t>(d))
+    if (d != 0 && n > std::numeric_limits<size_t>::max() / 8 / static_cast<size_t>(d))
       throw CheckpointError(path, "tensor " + name + " shape overflows");
     n *= static_cast<size_t>(d);
   }
@@ -102,6 +103,20 @@ float half_to_float(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
+size_t element_bytes(FileDType d) { return d == FileDType::I64 ? 8 : 4; }
+
+// An I64 tensor's values as the integers the file holds; refuses a value that is not one.
+std::vector<int64_t> as_int64(const NamedTensorView& t, const std::string& path) {
+  std::vector<int64_t> v(t.data.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float f = t.data[i];
+    if (!std::isfinite(f) || std::trunc(f) != f)
+      throw CheckpointError(path, "tensor " + t.name + " is stored as I64 but holds " + std::to_string(f));
+    v[i] = static_cast<int64_t>(f);
+  }
+  return v;
+}
+
 bool known_dtype(const std::string& d) {
   static const char* kKnown[] = {"BOOL", "U8",  "I8",  "I16", "U16", "F16",     "BF16",
                                  "I32",  "U32", "F32", "F64", "I64", "U64",     "F8_E4M3",
@@ -111,7 +126,10 @@ bool known_dtype(const std::string& d) {
 
 }  // namespace
 
+const char* file_dtype_name(FileDType d) { return d == FileDType::I64 ? "I64" : "F32"; }
+
 size_t SafetensorsEntry::dtype_bytes(const std::string& dtype) {
+  if (dtype == "I64") return 8;
   if (dtype == "F32") return 4;
   if (dtype == "F16" || dtype == "BF16") return 2;
   return 0;
@@ -121,6 +139,14 @@ void decode_floats(const std::string& dtype, const char* src, float* dst, size_t
   if (n == 0) return;
   if (dtype == "F32") {
     std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  if (dtype == "I64") {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t v;
+      std::memcpy(&v, src + 8 * i, 8);
+      dst[i] = static_cast<float>(v);
+    }
     return;
   }
   const bool bf16 = dtype == "BF16";
@@ -174,10 +200,11 @@ std::string encode_safetensors_header(const std::vector<NamedTensorView>& tensor
     if (numel != t.data.size())
       throw CheckpointError(path, "tensor " + t.name + " has shape " + shape_str(t.shape) +
                                       " but " + std::to_string(t.data.size()) + " values");
-    const uint64_t bytes = numel * sizeof(float);
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t bytes = numel * element_bytes(t.dtype);
+    header[t.name] = {{"dtype", file_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    crc = crc32_update(crc, t.data.data(), bytes);
+    if (t.dtype == FileDType::I64) crc = crc32_update(crc, as_int64(t, path).data(), bytes);
+    else crc = crc32_update(crc, t.data.data(), bytes);
   }
   Metadata meta = metadata;
   meta[kCrcKey] = hex32(crc);
@@ -197,7 +224,10 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensorView
   tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (tmp.fd < 0) throw CheckpointError(path, "cannot create " + tmp.path + ": " + errno_text());
   write_all(tmp.fd, header.data(), header.size(), path);
-  for (const auto& t : tensors) write_all(tmp.fd, t.data.data(), t.data.size() * sizeof(float), path);
+  for (const auto& t : tensors) {
+    if (t.dtype == FileDType::I64) write_all(tmp.fd, as_int64(t, path).data(), t.data.size() * 8, path);
+    else write_all(tmp.fd, t.data.data(), t.data.size() * sizeof(float), path);
+  }
   if (::fsync(tmp.fd) != 0) throw CheckpointError(path, "fsync failed: " + errno_text());
   if (::close(tmp.fd) != 0) {
     tmp.fd = -1;
@@ -268,7 +298,7 @@ SafetensorsIndex parse_safetensors_header(std::span<const char> json, uint64_t d
       const size_t elem = SafetensorsEntry::dtype_bytes(t.dtype);
       if (elem == 0)
         throw CheckpointError(path, "tensor " + name + " has dtype " + t.dtype +
-                                        "; supported are F32, F16 and BF16");
+                                        "; supported are F32, F16, BF16 (and I64 for counters)");
       const auto& shape_j = v["shape"];
       const auto& off_j = v["data_offsets"];
       if (!shape_j.is_array()) throw CheckpointError(path, "tensor " + name + ": shape is not an array");

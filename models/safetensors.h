@@ -7,8 +7,11 @@
 //   bytes [8+N, end)    the data; offsets are relative to its start, tensors are
 //                       contiguous, cover it exactly, raw little-endian.
 // Names are the model's plain parameter names ("fc1.weight", no "module." prefix).
-// We write F32. We read F32, and F16 and BF16 (as Hugging Face publishes weights),
-// widened to float on load; any other dtype is refused naming the tensor.
+// We write F32, and I64 for integer counters (BatchNorm's num_batches_tracked, shape
+// []). We read F32, I64, and F16 and BF16 (as Hugging Face publishes weights); values
+// are held as floats in memory whatever the file stores: 16-bit floats widen exactly,
+// an I64 tensor's floats must be whole numbers when written and read back exactly up to
+// 2^24. Any other dtype is refused naming the tensor.
 // We add "dpt.crc32" (CRC-32 of the data, 8 hex digits) to the metadata so a flipped
 // data byte is detected; files without it (e.g. written by Python) still load.
 //
@@ -49,17 +52,20 @@ using Metadata = std::map<std::string, std::string>;
 // The largest JSON header accepted (the limit Python's safetensors uses).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
 
+enum class FileDType { F32, I64 };  // how a tensor is written to the file
+
 struct NamedTensorView {
   std::string name;
   std::vector<int64_t> shape;
   std::span<const float> data;
+  FileDType dtype = FileDType::F32;
 };
 
 struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
-  std::string dtype = "F32";  // as stored in the file (F16 and BF16 are widened into data)
+  std::string dtype = "F32";  // as stored in the file (F16, BF16 and I64 are converted into data)
 };
 
 // One tensor of a file's header: dtype, shape and its bytes [begin, end) of the data.
@@ -69,7 +75,7 @@ struct SafetensorsEntry {
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;
   size_t numel() const { return static_cast<size_t>((end - begin) / dtype_bytes(dtype)); }
-  static size_t dtype_bytes(const std::string& dtype);  // F32 4, F16 and BF16 2
+  static size_t dtype_bytes(const std::string& dtype);  // F32 4, F16 and BF16 2, I64 8; else 0
 };
 
 // A parsed and checked header: entries in the order of their data, which they tile.
@@ -112,9 +118,11 @@ SafetensorsIndex parse_safetensors_header(std::span<const char> json, uint64_t d
 void check_safetensors_crc(const Metadata& metadata, uint32_t crc, const std::string& path_for_errors);
 // Whether the metadata carries our "dpt.crc32".
 bool has_safetensors_crc(const Metadata& metadata);
-// Widens n little-endian elements of `dtype` (F32, F16 or BF16) at src to float.
+// Converts n little-endian elements of `dtype` (F32, F16, BF16 or I64) at src to float.
 // F16 subnormals, infinities and NaNs map to the same float values.
 void decode_floats(const std::string& dtype, const char* src, float* dst, size_t n);
+
+const char* file_dtype_name(FileDType d);  // "F32", "I64"
 
 // "[2, 3]", for error messages about shapes.
 std::string shape_str(const std::vector<int64_t>& shape);

@@ -49,8 +49,10 @@ LocalTrainer::LocalTrainer(LocalTrainConfig config) : config_(std::move(config))
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
   opts.stride = config_.text_stride;
   opts.seed = config_.seed;
+  opts.image = config_.image;
   train_ = make_dataset(config_.dataset, Split::train, opts);
   opts.stride = 0;  // evaluate on non-overlapping windows
+  opts.image.augment = Augment::none;
   test_ = make_dataset(config_.dataset, Split::test, opts);
   // Image sizes come from the data, so a CIFAR-10 run needs no extra flags.
   Batch probe;
@@ -62,6 +64,7 @@ LocalTrainer::LocalTrainer(LocalTrainConfig config) : config_(std::move(config))
     config_.model_config.image_w = probe.sample_shape[2];
   }
   model_ = make_model(config_.model, config_.model_config);
+  if (!config_.init_from.empty()) load_model(config_.init_from, *model_);
   if (config_.lr_config.total_steps <= 0) {  // the schedule spans the whole run
     const int64_t per_epoch = static_cast<int64_t>(train_->size() / config_.batch_size);
     const int64_t steps = config_.max_steps > 0 ? std::min(config_.max_steps, per_epoch * config_.epochs)

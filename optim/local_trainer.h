@@ -23,6 +23,7 @@
 
 #include "data/batch.h"
 #include "data/dataset.h"
+#include "data/image_transform.h"
 #include "models/gemm.h"
 #include "models/model_config.h"
 #include "models/module.h"
@@ -37,6 +38,8 @@ struct LocalTrainConfig {
   std::string dataset;             // empty: fashion-mnist for mlp/cnn, text for gpt,
                                    // synthetic-regression for toy
   std::string data_path;           // empty: the dataset's default location
+  ImageOptions image;              // image datasets: padding to a size for both splits,
+                                   // augmentation for the training split only
   ModelConfig model_config;
   int epochs = 1;
   int64_t max_steps = 0;           // >0: stop after this many steps in total
@@ -55,6 +58,8 @@ struct LocalTrainConfig {
   int log_every = 0;               // >0: call on_log every N steps
   bool measure_gemm = true;
   std::string save_path;           // non-empty: save the model here after training
+  std::string init_from;           // non-empty: load parameters and buffers from this
+                                   // safetensors file (our names = torchvision's for resnet18)
   std::function<void(const std::string&)> on_log;  // progress lines
 };
 

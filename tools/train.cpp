@@ -52,7 +52,7 @@ void add_options(po::options_description& d, Cli& c) {
   d.add_options()
     ("help,h", "show this help")
     ("config", po::value(&c.config_file), "read these options from a file (key = value lines)")
-    ("model", po::value(&c.cfg.model)->default_value("mlp"), "toy | mlp | cnn | gpt | gpt2")
+    ("model", po::value(&c.cfg.model)->default_value("mlp"), "toy | mlp | cnn | gpt | gpt2 | resnet18")
     ("dataset", po::value(&c.cfg.dataset)->default_value(""), "fashion-mnist | cifar10 | text | synthetic (default by model)")
     ("data-dir", po::value(&c.cfg.data_dir)->default_value(""), "dataset directory or file (default: the Debian package's path)")
     ("backend", po::value(&c.backend)->default_value(dpt::backends::default_name()), "mpi | tcp | nccl | auto")
@@ -102,7 +102,8 @@ void add_options(po::options_description& d, Cli& c) {
     ("gpt-heads", po::value(&m.n_head)->default_value(4), "GPT attention heads")
     ("seq-len", po::value(&m.seq_len)->default_value(64), "GPT context length (bytes)")
     ("cnn-c1", po::value(&m.cnn_c1)->default_value(16), "CNN first conv channels")
-    ("cnn-c2", po::value(&m.cnn_c2)->default_value(32), "CNN second conv channels");
+    ("cnn-c2", po::value(&m.cnn_c2)->default_value(32), "CNN second conv channels")
+    ("resnet-stem", po::value(&m.resnet_stem)->default_value("imagenet"), "resnet18: imagenet (torchvision's 7x7/2 conv + max-pool) or cifar (3x3/1 conv, no max-pool)");
   dpt::tools::add_gpt2_options(d, c.gpt2);
 }
 

@@ -3,6 +3,8 @@
 //   build/bin/train_local --model cnn --epochs 5
 //   build/bin/train_local --model gpt --max-steps 2000 --lr 2e-3 --schedule cosine
 //   build/bin/train_local --model gpt2 --gpt2-size 124M --batch-size 4 --max-steps 10
+//   build/bin/train_local --model resnet18 --image-size 32 --augment crop-flip --optimizer sgd
+//                         --lr 0.1 --momentum 0.9 --weight-decay 1e-5 --batch-size 128 --epochs 2
 // Prints a config table, one line per epoch, then the figures the issue asks for:
 // held-out accuracy or loss, samples/s, achieved GFLOP/s (model FLOPs x samples/s)
 // next to OpenBLAS sgemm GFLOP/s on the model's own GEMM calls, and for language
@@ -39,11 +41,12 @@ int main(int argc, char** argv) {
   double min_accuracy = 0, max_entropy_ratio = 0, min_gemm_ratio = 0;
   int64_t sample_len = 300;
   float temperature = 0.8f;
-  std::string prompt = "The ";
+  std::string prompt = "The ", augment = "none";
+  bool eval_only = false;
   dpt::tools::Gpt2Flags gpt2;
-  po::options_description desc("train_local: single-process training of toy | mlp | cnn | gpt | gpt2");
+  po::options_description desc("train_local: single-process training of toy | mlp | cnn | gpt | gpt2 | resnet18");
   desc.add_options()("help,h", "show this help")
-      ("model", po::value(&cfg.model)->default_value("mlp"), "toy, mlp, cnn, gpt or gpt2")
+      ("model", po::value(&cfg.model)->default_value("mlp"), "toy, mlp, cnn, gpt, gpt2 or resnet18")
       ("dataset", po::value(&cfg.dataset), "fashion-mnist, cifar10, text, synthetic-regression, ... (default: per model)")
       ("data", po::value(&cfg.data_path), "dataset folder or file (default: the dataset's own)")
       ("epochs", po::value(&cfg.epochs)->default_value(1), "passes over the training set")
@@ -70,6 +73,10 @@ int main(int argc, char** argv) {
       ("cnn-c1", po::value(&mc.cnn_c1)->default_value(mc.cnn_c1), "cnn: conv1 channels")
       ("cnn-c2", po::value(&mc.cnn_c2)->default_value(mc.cnn_c2), "cnn: conv2 channels")
       ("cnn-hidden", po::value(&mc.cnn_hidden)->default_value(mc.cnn_hidden), "cnn: hidden units")
+      ("resnet-stem", po::value(&mc.resnet_stem)->default_value(mc.resnet_stem), "resnet18: imagenet (7x7/2 conv + max-pool, torchvision's) or cifar (3x3/1 conv, no max-pool)")
+      ("image-size", po::value(&cfg.image.pad_to)->default_value(0), "images: zero-pad (centred) to N x N, e.g. 32 for Fashion-MNIST (0: as stored)")
+      ("augment", po::value(&augment)->default_value("none"), "images, training split: none or crop-flip (RandomCrop(size, padding=4) + RandomHorizontalFlip, from seed, epoch and sample index)")
+      ("eval-only", po::bool_switch(&eval_only), "evaluate the held-out set (e.g. after --init-from) and exit")
       ("eval-samples", po::value(&cfg.max_eval_samples)->default_value(0), "evaluate on the first N held-out samples (0: all)")
       ("log-every", po::value(&cfg.log_every)->default_value(0), "print the loss every N steps")
       ("save", po::value(&cfg.save_path), "write the trained model to this .safetensors file")
@@ -88,9 +95,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     po::notify(vm);
-    dpt::tools::apply_model_flags(cfg.model, vm, gpt2, "n-layer", "n-head", "d-model", mc);
+    dpt::tools::apply_model_flags(cfg.model, vm, gpt2, "n-layer", "n-head", "d-model", mc, true);
+    // gpt2 reads Hugging Face's layout while the model is built; the others load a model
+    // checkpoint into the built model (LocalTrainer).
+    if (cfg.model != "gpt2") cfg.init_from = gpt2.init_from;
     // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
     if (cfg.model == "gpt2" && cfg.dataset.empty()) cfg.dataset = "text";
+    cfg.image.augment = dpt::parse_augment(augment);
+    cfg.image.seed = cfg.seed;
   } catch (const std::exception& e) {
     std::cerr << "train_local: " << e.what() << "\n" << desc << "\n";
     return 2;
@@ -114,8 +126,20 @@ int main(int argc, char** argv) {
       row(c.model.c_str(), "T=" + std::to_string(mc.seq_len) + " d=" + std::to_string(mc.d_model) + " L=" +
                                std::to_string(mc.n_layer) + " H=" + std::to_string(mc.n_head) + " V=" +
                                std::to_string(mc.vocab) + " p=" + std::to_string(mc.dropout).substr(0, 4));
+    const auto& cm = c.model_config;  // adapted to the data (channels, image size)
+    if (c.model == "resnet18")
+      row("resnet18", "stem " + cm.resnet_stem + ", input " + std::to_string(cm.in_channels) + "x" +
+                          std::to_string(cm.image_h) + "x" + std::to_string(cm.image_w));
+    if (!cfg.init_from.empty()) row("init from", cfg.init_from);
+    row("augmentation", dpt::augment_name(cfg.image.augment));
     std::printf("+--------------------+--------------------------------------+\n");
     std::fflush(stdout);
+    if (eval_only) {
+      const dpt::EvalResult ev = run_trainer.evaluate_held_out();
+      std::printf("eval-only: held-out loss %.6f accuracy %.4f (%zu samples)\n", ev.loss,
+                  ev.accuracy.value_or(std::nan("")), ev.samples);
+      return 0;
+    }
 
     dpt::LocalTrainResult r = run_trainer.run();
     if (r.epochs.empty()) throw std::runtime_error("no training step ran");

@@ -1,142 +1,288 @@
 #include "models/layers/conv2d.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "models/gemm.h"
 #include "models/init.h"
+#include "models/parallel_for.h"
 
 namespace dpt {
 
-Conv2d::Conv2d(ParamStore& store, const std::string& name, int64_t in_channels,
-               int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding)
+Conv2d::Conv2d(ParamStore& store, const std::string& name, int64_t in_channels, int64_t out_channels,
+               int64_t kernel, int64_t stride, int64_t padding, bool bias, ConvInit init)
     : Layer(name), store_(store), c_(in_channels), oc_(out_channels), k_(kernel), stride_(stride),
-      pad_(padding) {
+      pad_(padding), has_bias_(bias), init_(init) {
+  if (in_channels < 1 || out_channels < 1 || kernel < 1 || stride < 1 || padding < 0)
+    throw std::invalid_argument(name + ": Conv2d needs positive channels, kernel and stride and padding >= 0");
   w_ = store.add(join_name(name, "weight"), {oc_, c_, k_, k_});
-  b_ = store.add(join_name(name, "bias"), {oc_});
+  if (has_bias_) b_ = store.add(join_name(name, "bias"), {oc_});
+}
+
+std::vector<size_t> Conv2d::used_params() const {
+  if (has_bias_) return {w_, b_};
+  return {w_};
 }
 
 void Conv2d::init_params(ParamStore& store, uint64_t seed) {
-  float bound = 1.0f / std::sqrt(static_cast<float>(c_ * k_ * k_));
-  init_uniform(store.param_span(w_), bound, param_seed(seed, store.infos()[w_].name));
-  init_uniform(store.param_span(b_), bound, param_seed(seed, store.infos()[b_].name));
+  const auto& infos = store.infos();
+  if (init_ == ConvInit::kKaimingNormalFanOut) {
+    // kaiming_normal_(mode="fan_out", nonlinearity="relu"): std = sqrt(2) / sqrt(OC*K*K).
+    init_normal(store.param_span(w_), std::sqrt(2.0f / static_cast<float>(oc_ * k_ * k_)),
+                param_seed(seed, infos[w_].name));
+    if (has_bias_) init_constant(store.param_span(b_), 0.0f);
+    return;
+  }
+  const float bound = 1.0f / std::sqrt(static_cast<float>(c_ * k_ * k_));
+  init_uniform(store.param_span(w_), bound, param_seed(seed, infos[w_].name));
+  if (has_bias_) init_uniform(store.param_span(b_), bound, param_seed(seed, infos[b_].name));
 }
 
-namespace {
-// Output columns [lo, hi) whose input column ox*stride - pad + kx lies inside [0, w).
-void valid_range(int64_t ow, int64_t w, int64_t stride, int64_t pad, int64_t kx, int64_t& lo,
-                 int64_t& hi) {
-  lo = 0;
-  while (lo < ow && lo * stride - pad + kx < 0) ++lo;
-  hi = ow;
-  while (hi > lo && (hi - 1) * stride - pad + kx >= w) --hi;
-}
-}  // namespace
-
-const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
+void Conv2d::plan(const Tensor& in) {
   if (in.rank() != 4 || in.dim(1) != c_)
-    throw std::invalid_argument(name() + ": expected [N, " + std::to_string(c_) +
-                                ", H, W], got " + shape_to_string(in.shape()));
-  x_ = &in;
-  n_ = in.dim(0), h_ = in.dim(2), w_in_ = in.dim(3);
+    throw std::invalid_argument(name() + ": expected [N, " + std::to_string(c_) + ", H, W], got " +
+                                shape_to_string(in.shape()));
+  if (in.on_cuda()) throw std::invalid_argument(name() + ": Conv2d has no CUDA kernels");
+  n_ = in.dim(0);
+  if (in.shape() == planned_) return;
+  h_ = in.dim(2), w_in_ = in.dim(3);
+  if (h_ + 2 * pad_ < k_ || w_in_ + 2 * pad_ < k_)
+    throw std::invalid_argument(name() + ": input " + shape_to_string(in.shape()) + " is smaller than the " +
+                                std::to_string(k_) + "x" + std::to_string(k_) + " kernel with padding " +
+                                std::to_string(pad_));
   oh_ = (h_ + 2 * pad_ - k_) / stride_ + 1;
   ow_ = (w_in_ + 2 * pad_ - k_) / stride_ + 1;
-  const int64_t p = oh_ * ow_, r = n_ * p, ckk = c_ * k_ * k_;
-  col_.resize({ckk, r});
-  float* col = col_.data();
-  const float* x = in.data();
-  for (int64_t c = 0; c < c_; ++c)
-    for (int64_t ky = 0; ky < k_; ++ky)
-      for (int64_t kx = 0; kx < k_; ++kx) {
-        int64_t lo, hi;
-        valid_range(ow_, w_in_, stride_, pad_, kx, lo, hi);
-        float* qrow = col + ((c * k_ + ky) * k_ + kx) * r;
-        for (int64_t n = 0; n < n_; ++n) {
-          const float* plane = x + (n * c_ + c) * h_ * w_in_;
-          for (int64_t oy = 0; oy < oh_; ++oy) {
-            float* dst = qrow + n * p + oy * ow_;
-            const int64_t iy = oy * stride_ - pad_ + ky;
-            if (iy < 0 || iy >= h_) {
-              for (int64_t ox = 0; ox < ow_; ++ox) dst[ox] = 0.0f;
-              continue;
+  p_ = oh_ * ow_;
+  hp_ = h_ + 2 * pad_;
+  wp_ = w_in_ + 2 * pad_;
+  // A tap is live when some output pixel reads a real input pixel through it.
+  auto live = [&](int64_t k, int64_t out, int64_t in_size) {
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t i = o * stride_ - pad_ + k;
+      if (i >= 0 && i < in_size) return true;
+    }
+    return false;
+  };
+  taps_.clear();
+  offsets_.clear();
+  for (int64_t ky = 0; ky < k_; ++ky)
+    for (int64_t kx = 0; kx < k_; ++kx) {
+      if (!live(ky, oh_, h_) || !live(kx, ow_, w_in_)) continue;
+      taps_.push_back({ky, kx});
+      for (int64_t oy = 0; oy < oh_; ++oy)
+        for (int64_t ox = 0; ox < ow_; ++ox)
+          offsets_.push_back(static_cast<int32_t>((oy * stride_ + ky) * wp_ + ox * stride_ + kx));
+    }
+  all_taps_ = static_cast<int64_t>(taps_.size()) == k_ * k_;
+  rows_ = c_ * static_cast<int64_t>(taps_.size());
+  chunk_ = p_ >= kTargetColumns ? 1 : std::min<int64_t>(n_, (kTargetColumns + p_ - 1) / p_);
+  chunk_ = std::max<int64_t>(chunk_, 1);
+  planned_ = in.shape();
+}
+
+void Conv2d::pad_input(const float* x) {
+  if (pad_ == 0) {
+    xp_data_ = x;
+    return;
+  }
+  xp_.resize({n_, c_, hp_, wp_});
+  float* xp = xp_.data();
+  parallel_for(n_ * c_, parallel_grain(hp_ * wp_), [&](int64_t first, int64_t last) {
+    for (int64_t plane = first; plane < last; ++plane) {
+      const float* src = x + plane * h_ * w_in_;
+      float* dst = xp + plane * hp_ * wp_;
+      std::fill(dst, dst + pad_ * wp_, 0.0f);
+      for (int64_t y = 0; y < h_; ++y) {
+        float* row = dst + (y + pad_) * wp_;
+        std::fill(row, row + pad_, 0.0f);
+        std::copy(src + y * w_in_, src + (y + 1) * w_in_, row + pad_);
+        std::fill(row + pad_ + w_in_, row + wp_, 0.0f);
+      }
+      std::fill(dst + (pad_ + h_) * wp_, dst + hp_ * wp_, 0.0f);
+    }
+  });
+  xp_data_ = xp;
+}
+
+// Output rows are contiguous runs of the padded input when the stride is 1: copied (and
+// added back) a row at a time when they are long enough for that to beat the gather.
+static constexpr int64_t kRowCopyMin = 8;
+
+void Conv2d::im2col(int64_t n0, int64_t nb, float* col) const {
+  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = hp_ * wp_;
+  const bool rows = stride_ == 1 && ow_ >= kRowCopyMin;
+  // Each col row q = (c, tap) is written by one thread.
+  parallel_for(c_ * ntaps, parallel_grain(ld), [&](int64_t first, int64_t last) {
+    for (int64_t q = first; q < last; ++q) {
+      const int64_t c = q / ntaps, ti = q % ntaps;
+      const int32_t* off = offsets_.data() + ti * p_;
+      float* qrow = col + q * ld;
+      for (int64_t j = 0; j < nb; ++j) {
+        const float* src = xp_data_ + ((n0 + j) * c_ + c) * plane;
+        float* dst = qrow + j * p_;
+        if (rows) {
+          for (int64_t oy = 0; oy < oh_; ++oy) std::copy_n(src + off[oy * ow_], ow_, dst + oy * ow_);
+        } else {
+          for (int64_t p = 0; p < p_; ++p) dst[p] = src[off[p]];
+        }
+      }
+    }
+  });
+}
+
+void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const {
+  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = hp_ * wp_;
+  const bool rows = stride_ == 1 && ow_ >= kRowCopyMin;
+  // The taps of one channel add into the same planes: a channel is one thread's.
+  parallel_for(c_, parallel_grain(ntaps * ld), [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c)
+      for (int64_t ti = 0; ti < ntaps; ++ti) {
+        const int32_t* off = offsets_.data() + ti * p_;
+        const float* qrow = col + (c * ntaps + ti) * ld;
+        for (int64_t j = 0; j < nb; ++j) {
+          float* dst = dxp + ((n0 + j) * c_ + c) * plane;
+          const float* src = qrow + j * p_;
+          if (rows) {
+            for (int64_t oy = 0; oy < oh_; ++oy) {
+              float* d = dst + off[oy * ow_];
+              const float* s = src + oy * ow_;
+              for (int64_t ox = 0; ox < ow_; ++ox) d[ox] += s[ox];
             }
-            const float* src = plane + iy * w_in_ - pad_ + kx;
-            for (int64_t ox = 0; ox < lo; ++ox) dst[ox] = 0.0f;
-            if (stride_ == 1) {
-              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox];
-            } else {
-              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = src[ox * stride_];
-            }
-            for (int64_t ox = hi; ox < ow_; ++ox) dst[ox] = 0.0f;
+          } else {
+            for (int64_t p = 0; p < p_; ++p) dst[off[p]] += src[p];
           }
         }
       }
-  yt_.resize({oc_, r});
-  sgemm(false, false, static_cast<int>(oc_), static_cast<int>(r), static_cast<int>(ckk), 1.0f,
-        store_.param(w_), static_cast<int>(ckk), col, static_cast<int>(r), 0.0f, yt_.data(),
-        static_cast<int>(r));
+  });
+}
+
+const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
+  x_ = &in;
+  plan(in);
+  pad_input(in.data());
+  const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());
+  const float* w = store_.param(w_);
+  if (!all_taps_) {  // Wl: the live taps' columns of W
+    wl_.resize({oc_, rows_});
+    float* wl = wl_.data();
+    parallel_for(oc_, parallel_grain(c_ * kk), [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o)
+        for (int64_t c = 0; c < c_; ++c)
+          for (int64_t ti = 0; ti < ntaps; ++ti)
+            wl[o * rows_ + c * ntaps + ti] = w[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx];
+    });
+    w = wl;
+  }
   y_.resize({n_, oc_, oh_, ow_});
-  const float* b = store_.param(b_);
-  for (int64_t n = 0; n < n_; ++n)
-    for (int64_t o = 0; o < oc_; ++o) {
-      float* dst = y_.data() + (n * oc_ + o) * p;
-      const float* src = yt_.data() + o * r + n * p;
-      const float bias = b[o];
-      for (int64_t i = 0; i < p; ++i) dst[i] = src[i] + bias;
-    }
+  col_.resize({rows_, chunk_ * p_});
+  if (chunk_ > 1) yt_.resize({oc_, chunk_ * p_});
+  for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
+    const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
+    im2col(n0, nb, col_.data());
+    float* out = nb == 1 ? y_.data() + n0 * oc_ * p_ : yt_.data();
+    sgemm(false, false, static_cast<int>(oc_), static_cast<int>(cols), static_cast<int>(rows_), 1.0f, w,
+          static_cast<int>(rows_), col_.data(), static_cast<int>(cols), 0.0f, out, static_cast<int>(cols));
+    if (nb > 1)
+      parallel_for(nb * oc_, parallel_grain(p_), [&](int64_t first, int64_t last) {
+        for (int64_t jo = first; jo < last; ++jo) {
+          const int64_t j = jo / oc_, o = jo % oc_;
+          std::copy_n(out + o * cols + j * p_, p_, y_.data() + ((n0 + j) * oc_ + o) * p_);
+        }
+      });
+  }
+  if (has_bias_) {
+    const float* b = store_.param(b_);
+    float* y = y_.data();
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t o = 0; o < oc_; ++o) {
+        float* dst = y + (n * oc_ + o) * p_;
+        for (int64_t i = 0; i < p_; ++i) dst[i] += b[o];
+      }
+  }
   return y_;
 }
 
-const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
-  const int64_t p = oh_ * ow_, r = n_ * p, ckk = c_ * k_ * k_;
-  dyt_.resize({oc_, r});
-  float* db = store_.grad(b_);
-  for (int64_t o = 0; o < oc_; ++o) {
-    float sum = 0.0f;
-    for (int64_t n = 0; n < n_; ++n) {
-      const float* src = dout.data() + (n * oc_ + o) * p;
-      float* dst = dyt_.data() + o * r + n * p;
-      for (int64_t i = 0; i < p; ++i) {
-        dst[i] = src[i];
-        sum += src[i];
-      }
+const float* Conv2d::chunk_dy(const float* dout, int64_t n0, int64_t nb) {
+  if (nb == 1) return dout + n0 * oc_ * p_;
+  const int64_t cols = nb * p_;
+  dyt_.resize({oc_, cols});
+  float* dyt = dyt_.data();
+  parallel_for(nb * oc_, parallel_grain(p_), [&](int64_t first, int64_t last) {
+    for (int64_t jo = first; jo < last; ++jo) {
+      const int64_t j = jo / oc_, o = jo % oc_;
+      std::copy_n(dout + ((n0 + j) * oc_ + o) * p_, p_, dyt + o * cols + j * p_);
     }
-    db[o] += sum;
-  }
-  sink.ready(b_);
-  sgemm(false, true, static_cast<int>(oc_), static_cast<int>(ckk), static_cast<int>(r), 1.0f,
-        dyt_.data(), static_cast<int>(r), col_.data(), static_cast<int>(r), 1.0f, store_.grad(w_),
-        static_cast<int>(ckk));
-  sink.ready(w_);
-  if (!need_input_grad) return dx_;
-  dcol_.resize({ckk, r});
-  sgemm(true, false, static_cast<int>(ckk), static_cast<int>(r), static_cast<int>(oc_), 1.0f,
-        store_.param(w_), static_cast<int>(ckk), dyt_.data(), static_cast<int>(r), 0.0f,
-        dcol_.data(), static_cast<int>(r));
-  dx_.resize_like(*x_);
-  dx_.zero();
-  float* dx = dx_.data();
-  for (int64_t c = 0; c < c_; ++c)
-    for (int64_t ky = 0; ky < k_; ++ky)
-      for (int64_t kx = 0; kx < k_; ++kx) {
-        int64_t lo, hi;
-        valid_range(ow_, w_in_, stride_, pad_, kx, lo, hi);
-        const float* qrow = dcol_.data() + ((c * k_ + ky) * k_ + kx) * r;
-        for (int64_t n = 0; n < n_; ++n) {
-          float* plane = dx + (n * c_ + c) * h_ * w_in_;
-          for (int64_t oy = 0; oy < oh_; ++oy) {
-            const int64_t iy = oy * stride_ - pad_ + ky;
-            if (iy < 0 || iy >= h_) continue;
-            const float* src = qrow + n * p + oy * ow_;
-            float* dst = plane + iy * w_in_ - pad_ + kx;
-            if (stride_ == 1) {
-              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] += src[ox];
-            } else {
-              for (int64_t ox = lo; ox < hi; ++ox) dst[ox * stride_] += src[ox];
-            }
-          }
-        }
+  });
+  return dyt;
+}
+
+const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
+  const float* dy = dout.data();
+  if (has_bias_) {
+    float* db = store_.grad(b_);
+    for (int64_t o = 0; o < oc_; ++o) {
+      float sum = 0.0f;
+      for (int64_t n = 0; n < n_; ++n) {
+        const float* src = dy + (n * oc_ + o) * p_;
+        for (int64_t i = 0; i < p_; ++i) sum += src[i];
       }
+      db[o] += sum;
+    }
+    sink.ready(b_);
+  }
+  // dWl, accumulated over the chunks: straight into the gradient when every tap is live.
+  const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());
+  float* dwl = store_.grad(w_);
+  if (!all_taps_) {
+    dwl_.resize({oc_, rows_});
+    dwl_.zero();
+    dwl = dwl_.data();
+  }
+  col_.resize({rows_, chunk_ * p_});
+  for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
+    const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
+    im2col(n0, nb, col_.data());
+    sgemm(false, true, static_cast<int>(oc_), static_cast<int>(rows_), static_cast<int>(cols), 1.0f,
+          chunk_dy(dy, n0, nb), static_cast<int>(cols), col_.data(), static_cast<int>(cols), 1.0f, dwl,
+          static_cast<int>(rows_));
+  }
+  if (!all_taps_) {
+    float* dw = store_.grad(w_);
+    parallel_for(oc_, parallel_grain(c_ * kk), [&](int64_t first, int64_t last) {
+      for (int64_t o = first; o < last; ++o)
+        for (int64_t c = 0; c < c_; ++c)
+          for (int64_t ti = 0; ti < ntaps; ++ti)
+            dw[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx] += dwl[o * rows_ + c * ntaps + ti];
+    });
+  }
+  sink.ready(w_);  // final now: announce before the dx products so communication overlaps them
+  if (!need_input_grad) return dx_;
+  const float* wl = all_taps_ ? store_.param(w_) : wl_.data();
+  dx_.resize_like(*x_);
+  // col2im adds into a padded dx (dx itself without padding); its interior is dx.
+  Tensor& dxp = pad_ > 0 ? dxp_ : dx_;
+  if (pad_ > 0) dxp_.resize({n_, c_, hp_, wp_});
+  float* dxp_data = dxp.data();
+  parallel_for(static_cast<int64_t>(dxp.numel()), 1 << 16,
+               [&](int64_t first, int64_t last) { std::fill(dxp_data + first, dxp_data + last, 0.0f); });
+  dcol_.resize({rows_, chunk_ * p_});
+  for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
+    const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
+    sgemm(true, false, static_cast<int>(rows_), static_cast<int>(cols), static_cast<int>(oc_), 1.0f, wl,
+          static_cast<int>(rows_), chunk_dy(dy, n0, nb), static_cast<int>(cols), 0.0f, dcol_.data(),
+          static_cast<int>(cols));
+    col2im(n0, nb, dcol_.data(), dxp.data());
+  }
+  if (pad_ > 0) {
+    const float* src = dxp_.data();
+    float* dst = dx_.data();
+    parallel_for(n_ * c_, parallel_grain(h_ * w_in_), [&](int64_t first, int64_t last) {
+      for (int64_t plane = first; plane < last; ++plane)
+        for (int64_t y = 0; y < h_; ++y)
+          std::copy_n(src + (plane * hp_ + y + pad_) * wp_ + pad_, w_in_, dst + (plane * h_ + y) * w_in_);
+    });
+  }
   return dx_;
 }
 

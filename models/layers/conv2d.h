@@ -1,37 +1,77 @@
-// Conv2d over NCHW tensors by im2col + one sgemm for the whole batch.
+// Conv2d over NCHW tensors by im2col + sgemm, in chunks of samples.
 // Terms:
-//   P    = OH*OW output pixels per sample, R = N*P output pixels in the batch,
-//   CKK  = C*K*K values in one receptive field; row q = (c, ky, kx),
-//   col  = the [CKK, R] matrix whose column n*P + p holds the receptive field of
-//          pixel p of sample n (zeros where the field hangs over the padding).
-//          This layout makes im2col and col2im run along contiguous image rows.
-//   Yt   = [OC, R], the output with channels outermost.
-// Forward:  Yt = W col (W viewed as [OC, CKK]), then bias and a block copy to NCHW.
-// Backward: dYt gathered from NCHW, db += row sums of dYt, dW += dYt col^T,
-//           dcol = W^T dYt, then col2im adds dcol back onto the input positions it
-//           was copied from.
+//   P      = OH*OW output pixels per sample.
+//   tap    one kernel offset (ky, kx). A tap is *live* when at least one output pixel
+//          reads a real input pixel through it; a dead tap only ever reads padding
+//          (a 3x3 kernel with padding 1 on a 1x1 image has 1 live tap of 9). Dead taps
+//          are left out of the products: their weights multiply zeros.
+//   rows   = C * live taps; row q = (c, tap), c outermost.
+//   chunk  a run of consecutive samples processed together; its columns are
+//          (sample j of the chunk, pixel p) -> j*P + p.
+//   xp     the input with its zero padding made real ([N, C, H+2pad, W+2pad]; the input
+//          itself when pad = 0), so every read of im2col is in bounds and branch-free.
+//   offsets  per live tap, the offset in an xp plane that each output pixel reads.
+//   col    the [rows, chunk*P] matrix of receptive fields. im2col gathers it through
+//          the offsets (whole rows at a time where stride 1 makes them contiguous);
+//          col2im adds dcol back through the same offsets into a padded dx.
+//   Wl     the weights of the live taps, [OC, rows] (the weight tensor itself when
+//          every tap is live; else gathered per forward and scattered back in backward).
+// Forward, per chunk:  Y = Wl col ([OC, chunk*P]); a chunk of one sample writes
+//                      straight into the NCHW output, a larger one is copied there.
+// Backward, per chunk: dWl += dY col^T (col rebuilt from the input, not kept from
+//                      forward), then dcol = Wl^T dY and col2im adds dcol back onto the
+//                      input positions it was copied from.
+// Chunks: one sample when P is large enough for a good GEMM on its own; else enough
+// samples for about kTargetColumns columns, so the col buffer stays small (cache) while
+// the products stay wide.
 #pragma once
 
 #include "models/layer.h"
 
 namespace dpt {
 
+enum class ConvInit {
+  kPyTorchDefault,      // weight and bias U(-1/sqrt(fan_in), +): nn.Conv2d's reset_parameters
+  kKaimingNormalFanOut  // weight N(0, 2 / (OC*K*K)): torchvision ResNet's convolutions
+};
+
 class Conv2d : public Layer {
  public:
   Conv2d(ParamStore& store, const std::string& name, int64_t in_channels, int64_t out_channels,
-         int64_t kernel, int64_t stride = 1, int64_t padding = 0);
+         int64_t kernel, int64_t stride = 1, int64_t padding = 0, bool bias = true,
+         ConvInit init = ConvInit::kPyTorchDefault);
   void init_params(ParamStore& store, uint64_t seed) override;
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
-  std::vector<size_t> used_params() const override { return {w_, b_}; }
+  std::vector<size_t> used_params() const override;
+
+  static constexpr int64_t kTargetColumns = 512;
 
  private:
+  struct Tap {
+    int64_t ky, kx;
+  };
+  void plan(const Tensor& in);
+  void pad_input(const float* x);
+  void im2col(int64_t n0, int64_t nb, float* col) const;
+  void col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const;
+  // dY of a chunk as [OC, nb*P]: the gradient tensor itself for one sample, else gathered.
+  const float* chunk_dy(const float* dout, int64_t n0, int64_t nb);
+
   ParamStore& store_;
   int64_t c_, oc_, k_, stride_, pad_;
+  bool has_bias_;
+  ConvInit init_;
   size_t w_ = 0, b_ = 0;
-  int64_t n_ = 0, h_ = 0, w_in_ = 0, oh_ = 0, ow_ = 0;
+  int64_t n_ = 0, h_ = 0, w_in_ = 0, oh_ = 0, ow_ = 0, p_ = 0, hp_ = 0, wp_ = 0;
+  int64_t chunk_ = 1, rows_ = 0;
+  std::vector<Tap> taps_;          // live taps, in (ky, kx) order
+  std::vector<int32_t> offsets_;   // [live taps][P]
+  std::vector<int64_t> planned_;   // the input shape the plan was made for
+  bool all_taps_ = true;
   const Tensor* x_ = nullptr;
-  Tensor col_, yt_, y_, dyt_, dcol_, dx_;
+  const float* xp_data_ = nullptr;  // xp_ or the input
+  Tensor xp_, col_, yt_, dyt_, dcol_, wl_, dwl_, y_, dxp_, dx_;
 };
 
 }  // namespace dpt

@@ -1,6 +1,8 @@
 // Layers that move values around without arithmetic on them.
-//   MaxPool2d: NCHW, window k, stride s (default k); remembers which input won each
-//              window so backward routes the gradient to it alone.
+//   MaxPool2d: NCHW, window k, stride s (default k), padding p (implicit -inf, so a
+//              window takes the max of its real pixels); output floor((H + 2p - k)/s) + 1.
+//              Remembers which input won each window (the first maximum in row-major
+//              order, as PyTorch) so backward routes the gradient to it alone.
 //   Flatten:   [N, d1, d2, ...] -> [N, d1*d2*...]; backward reshapes back.
 #pragma once
 
@@ -10,13 +12,12 @@ namespace dpt {
 
 class MaxPool2d : public Layer {
  public:
-  MaxPool2d(const std::string& name, int64_t kernel, int64_t stride = 0)
-      : Layer(name), k_(kernel), stride_(stride > 0 ? stride : kernel) {}
+  MaxPool2d(const std::string& name, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
 
  private:
-  int64_t k_, stride_;
+  int64_t k_, stride_, pad_;
   const Tensor* x_ = nullptr;
   std::vector<int32_t> argmax_;  // flat index within the input plane, per output
   Tensor y_, dx_;

@@ -120,11 +120,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t at = 0;
   for (const auto& t : c.tensors) {
     FUZZ_CHECK(t.data.size() == numel(t.shape), "a tensor holds as many values as its shape says");
-    FUZZ_CHECK(t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16", "only F32, F16 and BF16 are accepted");
-    const size_t elem = t.dtype == "F32" ? sizeof(float) : 2;
+    FUZZ_CHECK(t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16" || t.dtype == "I64",
+               "only F32, F16, BF16 and I64 are accepted");
+    const size_t elem = t.dtype == "I64" ? 8 : t.dtype == "F32" ? sizeof(float) : 2;
     const size_t n = t.data.size() * elem;
     FUZZ_CHECK(n <= tensor_data.size() - at, "the tensors do not reach past the data");
-    if (elem == sizeof(float)) {
+    if (t.dtype == "I64") {
+      for (size_t i = 0; i < t.data.size(); ++i) {
+        int64_t v;
+        std::memcpy(&v, tensor_data.data() + at + 8 * i, 8);
+        FUZZ_CHECK(t.data[i] == static_cast<float>(v), "an I64 element converts to its value");
+      }
+    } else if (elem == sizeof(float)) {
       FUZZ_CHECK(n == 0 || std::memcmp(t.data.data(), tensor_data.data() + at, n) == 0,
                  "each tensor's values are the next bytes of the data");
     } else {

@@ -224,7 +224,7 @@ TEST_CASE("checkpoint: malformed headers are rejected by name", "[models][checkp
   write_raw(p, R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data);  // valid
   CHECK(load_safetensors(p.string()).tensors.size() == 1);
   expect_error(R"({"a":{"dtype":"Q7","shape":[4],"data_offsets":[0,16]}})", data, "unknown dtype");
-  expect_error(R"({"a":{"dtype":"I32","shape":[4],"data_offsets":[0,16]}})", data, "supported are F32, F16 and BF16");
+  expect_error(R"({"a":{"dtype":"I32","shape":[4],"data_offsets":[0,16]}})", data, "supported are F32, F16, BF16 (and I64 for counters)");
   expect_error(R"({"a":{"dtype":"F16","shape":[4],"data_offsets":[0,16]}})", data, "in F16 needs 8 bytes");
   expect_error(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,32]}})", data, "outside");
   expect_error(R"({"a":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})", data, "needs 20 bytes");

@@ -70,7 +70,7 @@ std::string tag(char kind, size_t layer) {
 }  // namespace
 
 TEST_CASE("flat buffers: contiguous named views in a stable order", "[models][contract]") {
-  for (const std::string name : {"toy", "mlp", "cnn", "gpt", "gpt2"}) {
+  for (const std::string name : {"toy", "mlp", "cnn", "gpt", "gpt2", "resnet18"}) {
     DYNAMIC_SECTION(name) {
       auto m = make_model(name, small_config());
       auto m2 = make_model(name, small_config());
@@ -134,7 +134,7 @@ TEST_CASE("views alias the flat buffer: writing it changes the model", "[models]
 
 TEST_CASE("grad-ready fires once per parameter in reverse order, final when fired",
           "[models][contract]") {
-  for (const std::string name : {"toy", "mlp", "cnn", "gpt", "gpt2"}) {
+  for (const std::string name : {"toy", "mlp", "cnn", "gpt", "gpt2", "resnet18"}) {
     DYNAMIC_SECTION(name) {
       auto m = make_model(name, small_config());
       Feed f = make_feed(*m, 3, 2);

@@ -154,14 +154,16 @@ TEST_CASE("gpt2 with dropout and ignored labels agrees with the cpu", "[cuda]") 
 }
 
 TEST_CASE("a model without a CUDA path, or no GPU, is refused by name", "[cuda_errors]") {
-  auto cnn = make_model("cnn", {});
-  try {
-    cnn->to_cuda(0);
-    FAIL("cnn went to cuda");
-  } catch (const std::invalid_argument& e) {
-    CHECK_THAT(e.what(), Catch::Contains("conv1") && Catch::Contains("no CUDA kernels"));
+  for (const std::string name : {"cnn", "resnet18"}) {
+    auto cnn = make_model(name, {});
+    try {
+      cnn->to_cuda(0);
+      FAIL(name + " went to cuda");
+    } catch (const std::invalid_argument& e) {
+      CHECK_THAT(e.what(), Catch::Contains("conv1") && Catch::Contains("no CUDA kernels"));
+    }
+    CHECK_FALSE(cnn->on_cuda());
   }
-  CHECK_FALSE(cnn->on_cuda());
   std::string why;
   if (gpu::device_count(&why) == 0) {
     auto mlp = make_model("mlp", {});
