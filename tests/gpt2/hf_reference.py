@@ -32,13 +32,15 @@ transpose, a missing term or a dropped position gives errors of order 1).
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import st_io  # noqa: E402  (the independent safetensors reader/writer)
 
 LAYERS, WIDTH, HEADS, VOCAB, POSITIONS = 2, 64, 4, 300, 32
 BATCH, SEQ = 3, 16
@@ -66,41 +68,22 @@ def encode(arr, dtype):
 
 def write_safetensors(path, tensors, metadata=None):
     """tensors: list of (name, dtype, shape, raw bytes)."""
-    header, blobs, offset = {}, [], 0
-    for name, dtype, shape, raw in tensors:
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    if metadata:
-        header["__metadata__"] = metadata
-    text = json.dumps(header).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
+    st_io.write_raw(path, tensors, metadata)
 
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    meta = header.pop("__metadata__", {})
+    raw, meta = st_io.read_raw(path)
     out = {}
-    for name, h in header.items():
-        b, e = h["data_offsets"]
-        raw = data[8 + n + b:8 + n + e]
-        if h["dtype"] == "F32":
-            a = np.frombuffer(raw, dtype="<f4")
-        elif h["dtype"] == "F16":
-            a = np.frombuffer(raw, dtype="<f2").astype(np.float32)
-        elif h["dtype"] == "BF16":
-            a = torch.from_numpy(np.frombuffer(raw, dtype="<i2").copy()).view(torch.bfloat16).float().numpy()
+    for name, (dtype, shape, data) in raw.items():
+        if dtype == "F32":
+            a = np.frombuffer(data, dtype="<f4")
+        elif dtype == "F16":
+            a = np.frombuffer(data, dtype="<f2").astype(np.float32)
+        elif dtype == "BF16":
+            a = torch.from_numpy(np.frombuffer(data, dtype="<i2").copy()).view(torch.bfloat16).float().numpy()
         else:
-            raise ValueError(h["dtype"])
-        out[name] = (h["dtype"], a.reshape(h["shape"]).astype(np.float32))
+            raise ValueError(dtype)
+        out[name] = (dtype, a.reshape(shape).astype(np.float32))
     return out, meta
 
 

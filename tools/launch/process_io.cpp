@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <random>
+#include <utility>
 #include <cstring>
 
 namespace launch {
@@ -60,7 +63,47 @@ void emit_lines(Stream& s, const std::string& prefix, bool flush_all) {
   if (!out.empty()) write_all(s.out_fd, out);
 }
 
+namespace {
+
+// Whether nothing on this host listens on (or is bound to) `port`, any address.
+bool bindable(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The kernel's range for outgoing connections' local ports (32768-60999 by default).
+std::pair<int, int> ephemeral_range() {
+  int lo = 32768, hi = 60999;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768, hi = 60999;
+    std::fclose(f);
+  }
+  return {lo, hi};
+}
+
+}  // namespace
+
+// The port is closed again before rank 0 binds it, so it must be one nobody else is
+// handed meanwhile: a port the kernel picked for us (bind to 0) is from the ephemeral
+// range, which every outgoing connect() on the host draws from too; under a parallel
+// test run another job's connection took it in that gap. So: a random bindable port
+// below the ephemeral range (10000 and up); the kernel's choice only if there is none.
 int free_port() {
+  const int first = 10000, last = ephemeral_range().first - 1;
+  if (last - first >= 1000) {
+    std::random_device rd;
+    std::mt19937 gen(rd());
+    std::uniform_int_distribution<int> pick(first, last);
+    for (int attempt = 0; attempt < 64; ++attempt)
+      if (const int p = pick(gen); bindable(p)) return p;
+  }
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   sockaddr_in a{};

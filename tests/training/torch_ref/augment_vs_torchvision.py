@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torchvision.transforms.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 import st_io  # noqa: E402
 
 MASK = (1 << 64) - 1

@@ -12,7 +12,7 @@ Cases (all by default):
                     strict=True, and the outputs, gradients and buffers match.
   resnet18-cifar    the same with the cifar stem (3x3/1 conv1, no max-pool), 1 input channel, 8x8.
   torchvision-in    the other way: a torchvision model trained 3 steps, its state_dict
-                    written by an independent writer (st_io.py), loaded by our
+                    written by an independent writer (tests/support/st_io.py), loaded by our
                     load_model (what --init-from calls), outputs compared; our re-save of
                     it equals the file torchvision wrote.
   init-from-flag    (with --train-local) the same kind of file through the user's path:
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 import torchvision
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 import st_io  # noqa: E402
 
 torch.set_num_threads(1)
