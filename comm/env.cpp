@@ -16,6 +16,10 @@ const std::vector<Knob>& knobs() {
       {kTreeMaxBytes, "262144",
        "auto selector: allreduce messages up to this many bytes use the tree, larger ones the ring"},
       {kSegmentBytes, "1048576", "ring pipelining: bytes per segment of a chunk"},
+      {kWaitersRun, "1",
+       "1 = a thread waiting on a queued (async) collective runs it, and those issued before it, itself, so a batch "
+       "issued then waited costs no thread hand-off; the worker thread runs what nobody waits for; 0 = only the worker "
+       "thread runs queued collectives"},
       {kLogLevel, "warn", "log level: debug, info, warn, error"},
       {kTcpIfname, "", "tcp backend: network interface to listen on (default: the one MASTER_ADDR is reached by)"},
       {kTcpAddr, "", "tcp backend: address to listen on (overrides COMM_TCP_IFNAME)"},

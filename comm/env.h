@@ -38,6 +38,7 @@ inline constexpr const char* kTcpFamily = "COMM_TCP_FAMILY";
 inline constexpr const char* kMaxFrameBytes = "COMM_MAX_FRAME_BYTES";
 inline constexpr const char* kJobToken = "COMM_JOB_TOKEN";
 inline constexpr const char* kDebugCollectives = "COMM_DEBUG_COLLECTIVES";
+inline constexpr const char* kWaitersRun = "COMM_WAITERS_RUN";
 inline constexpr const char* kStagingSegmentBytes = "COMM_STAGING_SEGMENT_BYTES";
 inline constexpr const char* kEmulateDevice = "DPT_EMULATE_DEVICE";
 
