@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/selector.h"
 #include "comm/collective_queue.h"
 #include "comm/collective_fingerprint.h"
@@ -12,26 +12,6 @@
 #include "comm/subgroup_communicator.h"
 
 namespace dpt {
-
-Algo parse_algo(std::string_view s) {
-  if (s == "auto") return Algo::automatic;
-  if (s == "ring") return Algo::ring;
-  if (s == "tree") return Algo::tree;
-  if (s == "recursive_doubling") return Algo::recursive_doubling;
-  if (s == "native") return Algo::native;
-  throw std::invalid_argument("unknown algorithm '" + std::string(s) + "'; valid: auto, ring, tree, recursive_doubling, native");
-}
-
-const char* algo_name(Algo a) {
-  switch (a) {
-    case Algo::automatic: return "auto";
-    case Algo::ring: return "ring";
-    case Algo::tree: return "tree";
-    case Algo::recursive_doubling: return "recursive_doubling";
-    case Algo::native: return "native";
-  }
-  return "invalid";
-}
 
 const char* coll_name(CollKind k) {
   switch (k) {
@@ -276,21 +256,9 @@ void Communicator::execute_on_host(const CollArgs& a, Algo algo) {
       explicit Bracket(Communicator& comm) : c(comm) { c.algorithm_begins(); }
       ~Bracket() { c.algorithm_ends(); }
     } bracket(*this);
-    switch (a.kind) {
-      case CollKind::allreduce:
-        if (algo == Algo::recursive_doubling) algo::recursive_doubling_allreduce(*this, b);
-        else if (algo == Algo::tree) algo::tree_allreduce(*this, b);
-        else algo::ring_allreduce(*this, b);
-        break;
-      case CollKind::reduce: algo::tree_reduce(*this, b); break;
-      case CollKind::broadcast: algo::tree_broadcast(*this, b); break;
-      case CollKind::reduce_scatter: algo::ring_reduce_scatter(*this, b); break;
-      case CollKind::allgather: algo::ring_allgather(*this, b); break;
-      case CollKind::gather: algo::linear_gather(*this, b); break;
-      case CollKind::scatter: algo::linear_scatter(*this, b); break;
-      case CollKind::alltoall: algo::pairwise_alltoall(*this, b); break;
-      case CollKind::barrier: algo::dissemination_barrier(*this, b); break;
-    }
+    const algo::Algorithm* body = algo::find(a.kind, algo.name());
+    if (!body) throw std::logic_error(std::string("no ") + algo_name(algo) + " algorithm for " + coll_name(a.kind));
+    body->run(*this, b);
     if (a.op == ReduceOp::avg) {
       const bool has_result = a.kind == CollKind::allreduce || a.kind == CollKind::reduce_scatter ||
                               (a.kind == CollKind::reduce && rank_ == a.root);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/algorithms/algo.h"
 #include "comm/error.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -31,10 +32,6 @@ namespace dpt {
 
 namespace device { class DeviceStaging; }
 class CollectiveQueue;
-
-enum class Algo : uint8_t { automatic, ring, tree, recursive_doubling, native };
-Algo parse_algo(std::string_view s);  // "auto|ring|tree|recursive_doubling|native"
-const char* algo_name(Algo a);
 
 enum class CollKind : uint8_t {
   allreduce, reduce, broadcast, reduce_scatter, allgather, gather, scatter, alltoall, barrier

@@ -1,6 +1,7 @@
 #pragma once
 // Every COMM_* environment knob, declared in one place with its default and meaning.
 // The README's table is generated from the same list (`launch --print-env`).
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ std::string get_string(const char* name);
 int64_t get_int(const char* name);
 double get_double(const char* name);
 bool get_bool(const char* name);  // 1/0, true/false, on/off, yes/no
+// COMM_RENDEZVOUS_TIMEOUT_S as a duration; std::invalid_argument unless positive.
+std::chrono::milliseconds rendezvous_timeout();
 
 // Names, so a typo in code is a compile error.
 inline constexpr const char* kBackend = "COMM_BACKEND";

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "comm/env.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 
 namespace {
 
