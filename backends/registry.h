@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/store.h"
+#include "comm/store/store.h"
 
 namespace dpt::backends {
 

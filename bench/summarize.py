@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """summarize.py RAW OUT "2 4": medians over repetitions of compare.sh's raw rows, the
 markdown tables (busbw per size and candidate), the issue's ratios, and the gnuplot
-data + script for busbw.png. A row is `size count type redop algo time_us algbw busbw wrong`."""
+data + script for busbw.png. A row is `size count type redop algo time_us algbw busbw wrong`.
+Labels: a candidate ("tcp-shm"), its default-mode run ("tcp-shm-async": issued, then
+waited) and its run from a reference build ("tcp-shm@ref", compare.sh REF=)."""
 import collections, glob, os, re, statistics, sys
 
 raw, out, nps = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split()]
@@ -24,8 +26,9 @@ for f in glob.glob(os.path.join(raw, "*.txt")):
 def med(vals, i):
     return statistics.median(v[i] for v in vals) if vals else None
 
-order = ["tcp-shm", "tcp-noshm", "mpi-ring", "mpi-tree", "mpi-native", "gloo-ring_chunked", "gloo-bcube",
-         "gloo-halving_doubling", "gloo-best"]
+base_order = ["tcp-shm", "tcp-noshm", "mpi-ring", "mpi-tree", "mpi-native", "gloo-ring_chunked", "gloo-bcube",
+              "gloo-halving_doubling", "gloo-best"]
+order = [v for b in base_order for v in (b, b + "-async", b + "@ref", b + "-async@ref")]
 def fmt_size(s):
     for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if s >= 1 << k and s % (1 << k) == 0: return f"{s >> k} {unit}"
@@ -63,7 +66,7 @@ for coll in ("allreduce", "reduce_scatter"):
             f.write("# size " + " ".join(labels) + "\n")
             for s in sizes:
                 f.write(f"{s} " + " ".join(f"{med(d[l][s], 1):.4f}" if d[l][s] else "NaN" for l in labels) + "\n")
-        gp_plots.append((coll, np, os.path.basename(dat), labels))
+        gp_plots.append((coll, np, os.path.basename(dat), [l for l in labels if not l.endswith("@ref")], labels))
 
         def ratio(a, b, lo, hi, i=1, invert=False):
             rs = []
@@ -74,6 +77,10 @@ for coll in ("allreduce", "reduce_scatter"):
             return rs
         def show(name, rs, target, ge=True):
             if not rs: return
+            if target is None:  # reported, no target
+                ratio_lines.append(f"| {coll} np{np} | {name} | " + ", ".join(f"{fmt_size(s)}: {r:.2f}" for s, r in rs) +
+                                   f" | - | median {statistics.median(r for _, r in rs):.2f} |")
+                return
             worst = min(r for _, r in rs) if ge else max(r for _, r in rs)
             ok = worst >= target if ge else worst <= target
             ratio_lines.append(f"| {coll} np{np} | {name} | " + ", ".join(f"{fmt_size(s)}: {r:.2f}" for s, r in rs) +
@@ -93,6 +100,13 @@ for coll in ("allreduce", "reduce_scatter"):
                                    ", ".join(f"{fmt_size(s)}: {r:.2f}" for s, r in cap) + " | (physical) | - |")
             show("tcp-noshm / gloo-best time @4 KiB", ratio("tcp-noshm", "gloo-best", 4096, 4096, 0), 0.25, ge=False)
         show("tcp-shm / mpi-native busbw", ratio("tcp-shm", "mpi-native", 64 << 10, 64 * MiB), 1.0)
+        # Default mode (issued, then waited) against blocking calls, and against Open MPI
+        # in the same mode.
+        show("tcp-shm-async / tcp-shm time", ratio("tcp-shm-async", "tcp-shm", 0, 64 * MiB, 0), 1.2, ge=False)
+        show("tcp-shm-async / mpi-native-async busbw", ratio("tcp-shm-async", "mpi-native-async", 64 << 10, 64 * MiB), 1.0)
+        show("mpi-native-async / mpi-native time", ratio("mpi-native-async", "mpi-native", 0, 64 * MiB, 0), None)
+        for l in [l for l in labels if l.endswith("@ref")]:
+            show(f"{l[:-4]} / {l} time (this build against the reference build)", ratio(l[:-4], l, 0, 1 << 40, 0), None)
         if coll == "allreduce":
             best_ours = {s: max(d["mpi-ring"][s], d["mpi-tree"][s], key=lambda v: med(v, 1) if v else -1)
                          for s in sizes if d["mpi-ring"][s] or d["mpi-tree"][s]}
@@ -115,10 +129,12 @@ gp = [f"set terminal pngcairo size 1400,{520 * rows} font 'sans,11'", f"set outp
       f"set multiplot layout {rows},2 title 'busbw (GB/s) vs message size, float32 sum (median; higher is better)'",
       "set logscale x 2", "set logscale y 10", "set grid", "set key left top font ',9' noenhanced",
       "set format x '%.0b%B'", "set xlabel 'message size (bytes)'", "set ylabel 'busbw (GB/s)'"]
-for coll, np, dat, labels in gp_plots:
+for coll, np, dat, labels, all_labels in gp_plots:
     gp.append(f"set title '{coll}, {np} ranks' noenhanced")
-    parts = [f"'{out}/{dat}' using 1:{i + 2} with linespoints {styles.get(l, '')} pt 7 ps 0.6 title '{l}'"
-             for i, l in enumerate(labels) if l not in ("gloo-ring_chunked", "gloo-bcube", "gloo-halving_doubling")
+    cols = {l: i + 2 for i, l in enumerate(all_labels)}
+    parts = [f"'{out}/{dat}' using 1:{cols[l]} with linespoints {styles.get(l.replace('-async', ''), '')}"
+             f"{' dt 3' if l.endswith('-async') else ''} pt 7 ps 0.6 title '{l}'"
+             for l in labels if l not in ("gloo-ring_chunked", "gloo-bcube", "gloo-halving_doubling")
              or "gloo-best" not in labels]
     gp.append("plot " + ", \\\n     ".join(parts))
 gp.append("unset multiplot")

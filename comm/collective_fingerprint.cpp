@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/wire.h"
 
 namespace dpt {
@@ -90,7 +90,7 @@ void check_collective_fingerprints(Communicator& c, const CollArgs& a) {
   g.recv = make_buffer(all.data(), all.size());
   g.seq = a.seq;
   g.tag = fingerprint_tag(a.seq);
-  algo::ring_allgather(c, g);
+  algo::find(CollKind::allgather, Algo::ring.name())->run(c, g);
   // Every rank holds every fingerprint, so every rank reaches the same verdict and names
   // the same pair: the lowest rank whose fingerprint differs from rank 0's.
   std::vector<CollectiveFingerprint> fps;

@@ -2,8 +2,9 @@
 
 #include <cstring>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/selector.h"
+#include "comm/collective_queue.h"
 #include "comm/collective_fingerprint.h"
 #include "comm/device/staging.h"
 #include "comm/env.h"
@@ -11,26 +12,6 @@
 #include "comm/subgroup_communicator.h"
 
 namespace dpt {
-
-Algo parse_algo(std::string_view s) {
-  if (s == "auto") return Algo::automatic;
-  if (s == "ring") return Algo::ring;
-  if (s == "tree") return Algo::tree;
-  if (s == "recursive_doubling") return Algo::recursive_doubling;
-  if (s == "native") return Algo::native;
-  throw std::invalid_argument("unknown algorithm '" + std::string(s) + "'; valid: auto, ring, tree, recursive_doubling, native");
-}
-
-const char* algo_name(Algo a) {
-  switch (a) {
-    case Algo::automatic: return "auto";
-    case Algo::ring: return "ring";
-    case Algo::tree: return "tree";
-    case Algo::recursive_doubling: return "recursive_doubling";
-    case Algo::native: return "native";
-  }
-  return "invalid";
-}
 
 const char* coll_name(CollKind k) {
   switch (k) {
@@ -62,6 +43,7 @@ CommOptions CommOptions::from_env() {
   if (seg < 64) throw std::invalid_argument("COMM_SEGMENT_BYTES must be at least 64");
   o.thresholds.segment_bytes = static_cast<size_t>(seg);
   o.debug_collectives = env::get_bool(env::kDebugCollectives);
+  o.waiters_run = env::get_bool(env::kWaitersRun);
   return o;
 }
 
@@ -70,20 +52,13 @@ Communicator::Communicator(int rank, int size, CommOptions options)
   if (size < 1 || rank < 0 || rank >= size)
     throw std::invalid_argument("communicator: rank " + std::to_string(rank) + " of size " +
                                 std::to_string(size) + " is invalid");
-  worker_ = std::thread([this] { worker_loop(); });
+  queue_ = std::make_unique<CollectiveQueue>([this](const CollArgs& a) { return run_task(a); },
+                                             [this](const CollArgs& a) { return runs_inline(a); }, options_.waiters_run);
 }
 
 Communicator::~Communicator() { shutdown_worker(); }
 
-void Communicator::shutdown_worker() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stopping_ && !worker_.joinable()) return;
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
-}
+void Communicator::shutdown_worker() { queue_->stop(); }
 
 ErrorContext Communicator::context(const std::string& op, int peer, int64_t seq) const {
   return ErrorContext{rank_, size_, backend_name(), op, peer, seq};
@@ -166,19 +141,7 @@ void Communicator::check_args(const CollArgs& a) const {
 WorkPtr Communicator::enqueue(CollArgs args) {
   check_args(args);
   if (args.algo == Algo::automatic) args.algo = options_.algo;
-  auto work = std::make_shared<PromiseWork>(context(coll_name(args.kind)));
-  work->set_default_timeout(wait_timeout());
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (stopping_) throw AbortedError(context(coll_name(args.kind)), "communicator is shutting down");
-    args.seq = next_seq_++;
-    // Tags above the user range: one per collective, so a late message of one collective
-    // can never be matched by the next one.
-    args.tag = kMaxUserTag + 1 + (args.seq % (int64_t{1} << 30));
-    queue_.push_back(Task{args, work});
-  }
-  cv_.notify_one();
-  return work;
+  return queue_->push(args, context(coll_name(args.kind)), wait_timeout());
 }
 
 WorkPtr Communicator::allreduce_async(const Buffer& s, const Buffer& r, ReduceOp op) {
@@ -228,31 +191,19 @@ bool Communicator::takes_device_collective(CollKind kind, DType dtype, size_t co
 void Communicator::run_blocking(CollArgs args) {
   check_args(args);
   if (args.algo == Algo::automatic) args.algo = options_.algo;
-  const bool host = args.send.device.is_cpu() && args.recv.device.is_cpu();
-  {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (stopping_) throw AbortedError(context(coll_name(args.kind)), "communicator is shutting down");
-    if (!host || busy_ || !queue_.empty() || !runs_on_caller()) {
-      lk.unlock();
-      enqueue(args)->wait(wait_timeout());
-      return;
-    }
-    // Idle and nothing queued: this call is next in issue order, so it runs here.
-    busy_ = true;
-    args.seq = next_seq_++;
-    args.tag = kMaxUserTag + 1 + (args.seq % (int64_t{1} << 30));
+  std::exception_ptr err;
+  if (!queue_->try_run_here(args, err)) {
+    // Busy, or collectives queued before this one: wait for it in its turn (and run
+    // the queue up to it on this thread: collective_queue.h, "driver").
+    enqueue(args)->wait(wait_timeout());
+    return;
   }
-  std::exception_ptr err = run_task(args);
-  bool queued;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    busy_ = false;
-    queued = !queue_.empty();
-  }
-  // Wake the worker only for work queued meanwhile: waking it for nothing costs a
-  // thread wake-up per call, a good part of a small collective's latency.
-  if (queued) cv_.notify_all();
   if (err) std::rethrow_exception(err);
+}
+
+// Host buffers, and a backend whose collectives may run on any thread.
+bool Communicator::runs_inline(const CollArgs& a) const {
+  return a.send.device.is_cpu() && a.recv.device.is_cpu() && runs_on_caller();
 }
 
 std::exception_ptr Communicator::run_task(const CollArgs& a) {
@@ -281,28 +232,6 @@ std::exception_ptr Communicator::run_task(const CollArgs& a) {
     auto ep = std::make_exception_ptr(CommError(context(coll_name(a.kind), -1, a.seq), e.what()));
     if (!broken_) broken_ = ep;
     return ep;
-  }
-}
-
-void Communicator::worker_loop() {
-  for (;;) {
-    Task task;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      // Never alongside an inline collective (run_blocking): one runs at a time.
-      cv_.wait(lk, [&] { return (!busy_ && !queue_.empty()) || (stopping_ && queue_.empty()); });
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-    }
-    std::exception_ptr err = run_task(task.args);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      busy_ = false;
-    }
-    if (err) task.work->fail(err);
-    else task.work->complete();
   }
 }
 
@@ -335,21 +264,9 @@ void Communicator::execute_on_host(const CollArgs& a, Algo algo) {
       explicit Bracket(Communicator& comm) : c(comm) { c.algorithm_begins(); }
       ~Bracket() { c.algorithm_ends(); }
     } bracket(*this);
-    switch (a.kind) {
-      case CollKind::allreduce:
-        if (algo == Algo::recursive_doubling) algo::recursive_doubling_allreduce(*this, b);
-        else if (algo == Algo::tree) algo::tree_allreduce(*this, b);
-        else algo::ring_allreduce(*this, b);
-        break;
-      case CollKind::reduce: algo::tree_reduce(*this, b); break;
-      case CollKind::broadcast: algo::tree_broadcast(*this, b); break;
-      case CollKind::reduce_scatter: algo::ring_reduce_scatter(*this, b); break;
-      case CollKind::allgather: algo::ring_allgather(*this, b); break;
-      case CollKind::gather: algo::linear_gather(*this, b); break;
-      case CollKind::scatter: algo::linear_scatter(*this, b); break;
-      case CollKind::alltoall: algo::pairwise_alltoall(*this, b); break;
-      case CollKind::barrier: algo::dissemination_barrier(*this, b); break;
-    }
+    const algo::Algorithm* body = algo::find(a.kind, algo.name());
+    if (!body) throw std::logic_error(std::string("no ") + algo_name(algo) + " algorithm for " + coll_name(a.kind));
+    body->run(*this, b);
     if (a.op == ReduceOp::avg) {
       const bool has_result = a.kind == CollKind::allreduce || a.kind == CollKind::reduce_scatter ||
                               (a.kind == CollKind::reduce && rank_ == a.root);
@@ -400,21 +317,17 @@ std::unique_ptr<Communicator> Communicator::do_split(int color, int key) {
 
 void Communicator::abort(const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<std::mutex> lk(abort_mu_);
     if (aborted_) return;
     abort_reason_ = reason;
     aborted_ = true;
   }
   do_abort(reason);
   // Fail what is still queued.
-  std::deque<Task> pending;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    pending.swap(queue_);
-  }
-  for (auto& t : pending)
-    t.work->fail(std::make_exception_ptr(
-        AbortedError(context(coll_name(t.args.kind), -1, t.args.seq), "communicator was aborted: " + reason)));
+  queue_->fail_queued([&](const CollArgs& a) {
+    return std::make_exception_ptr(
+        AbortedError(context(coll_name(a.kind), -1, a.seq), "communicator was aborted: " + reason));
+  });
 }
 
 }  // namespace dpt

@@ -5,8 +5,9 @@
 // CUDA stream), so every rank must issue the same collectives in the same order, as in
 // MPI and NCCL. Every call has an *_async form returning a Work; the plain form waits.
 // A plain (blocking) call on host buffers that finds the worker idle and nothing queued
-// runs on the calling thread instead: same order, same errors, and two thread wake-ups
-// fewer, which is most of a small collective's latency.
+// runs on the calling thread instead, and a thread waiting on a queued collective runs
+// the queue up to it itself (comm/collective_queue.h): same order, same errors, and no
+// thread wake-up per collective, which is most of a small collective's latency.
 //
 // Conventions (NCCL's): in-place is send.data == recv.data; for allgather in-place means
 // send is recv's own slot (recv + rank*count), for reduce_scatter recv is send's own slot.
@@ -16,15 +17,13 @@
 // Backends implement only: raw tagged isend/irecv (do_isend/do_irecv), and optionally
 // native collectives (native_supports/run_native) and split (do_split).
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "comm/algorithms/algo.h"
 #include "comm/error.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -32,10 +31,7 @@
 namespace dpt {
 
 namespace device { class DeviceStaging; }
-
-enum class Algo : uint8_t { automatic, ring, tree, recursive_doubling, native };
-Algo parse_algo(std::string_view s);  // "auto|ring|tree|recursive_doubling|native"
-const char* algo_name(Algo a);
+class CollectiveQueue;
 
 enum class CollKind : uint8_t {
   allreduce, reduce, broadcast, reduce_scatter, allgather, gather, scatter, alltoall, barrier
@@ -69,8 +65,11 @@ struct CommOptions {
   // Compare a fingerprint of every collective across ranks before running it
   // (comm/collective_fingerprint.h): a mismatch becomes MismatchError, not a hang.
   bool debug_collectives = false;
+  // A thread waiting on a queued collective runs it (and those before it) itself
+  // instead of the worker thread (comm/collective_queue.h, "driver").
+  bool waiters_run = true;
   // Defaults from COMM_ALGO, COMM_TIMEOUT_S, COMM_TREE_MAX_BYTES, COMM_SEGMENT_BYTES,
-  // COMM_DEBUG_COLLECTIVES.
+  // COMM_DEBUG_COLLECTIVES, COMM_WAITERS_RUN.
   static CommOptions from_env();
 };
 
@@ -191,16 +190,12 @@ class Communicator {
   void shutdown_worker();
 
  private:
-  struct Task {
-    CollArgs args;
-    std::shared_ptr<PromiseWork> work;
-  };
   WorkPtr enqueue(CollArgs args);
   void run_blocking(CollArgs args);
-  // Runs one collective (on the worker, or inline for run_blocking); returns its error,
-  // relabeled with the collective, or null.
+  // Runs one collective (on the worker or a caller's thread: collective_queue.h);
+  // returns its error, relabeled with the collective, or null.
   std::exception_ptr run_task(const CollArgs& a);
-  void worker_loop();
+  bool runs_inline(const CollArgs& a) const;
   void execute(const CollArgs& a);
   void execute_on_host(const CollArgs& a, Algo algo);
   void check_args(const CollArgs& a) const;
@@ -209,18 +204,13 @@ class Communicator {
   int rank_;
   int size_;
   CommOptions options_;
-  int64_t next_seq_ = 0;           // guarded by mu_
   int split_count_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;
-  bool busy_ = false;              // a collective is running (worker or inline); guarded by mu_
-  bool stopping_ = false;
-  std::thread worker_;
+  std::mutex abort_mu_;            // guards abort_reason_'s writing
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;
   std::exception_ptr broken_;      // first error: later collectives fail fast with it
-  std::unique_ptr<device::DeviceStaging> staging_;  // used by whoever is busy_; made on first use
+  std::unique_ptr<device::DeviceStaging> staging_;  // used by whoever runs a collective; made on first use
+  std::unique_ptr<CollectiveQueue> queue_;          // the order of collectives and who runs them
 };
 
 }  // namespace dpt

@@ -8,7 +8,9 @@ namespace dpt::env {
 const std::vector<Knob>& knobs() {
   static const std::vector<Knob> k = {
       {kBackend, "auto", "backend when --backend is not given: mpi, tcp, nccl or auto"},
-      {kAlgo, "auto", "collective algorithm: auto, ring, tree, recursive_doubling or native"},
+      {kAlgo, "auto",
+       "collective algorithm: auto, native, or a registered algorithm's name (ring, tree, recursive_doubling, linear, "
+       "pairwise, dissemination), which applies to the collectives that have one"},
       {kTimeoutS, "300", "seconds any single wait may take before it fails with an error"},
       {kRendezvousTimeoutS, "120", "seconds to wait for all ranks to join the store"},
       {kRdMaxBytes, "65536",
@@ -16,6 +18,10 @@ const std::vector<Knob>& knobs() {
       {kTreeMaxBytes, "262144",
        "auto selector: allreduce messages up to this many bytes use the tree, larger ones the ring"},
       {kSegmentBytes, "1048576", "ring pipelining: bytes per segment of a chunk"},
+      {kWaitersRun, "1",
+       "1 = a thread waiting on a queued (async) collective runs it, and those issued before it, itself, so a batch "
+       "issued then waited costs no thread hand-off; the worker thread runs what nobody waits for; 0 = only the worker "
+       "thread runs queued collectives"},
       {kLogLevel, "warn", "log level: debug, info, warn, error"},
       {kTcpIfname, "", "tcp backend: network interface to listen on (default: the one MASTER_ADDR is reached by)"},
       {kTcpAddr, "", "tcp backend: address to listen on (overrides COMM_TCP_IFNAME)"},
@@ -109,6 +115,12 @@ bool get_bool(const char* name) {
   if (v == "0" || v == "false" || v == "off" || v == "no" || v.empty()) return false;
   throw std::invalid_argument(std::string("environment variable ") + name + "='" + v +
                               "' is not a boolean (use 1/0, true/false, on/off)");
+}
+
+std::chrono::milliseconds rendezvous_timeout() {
+  const double s = get_double(kRendezvousTimeoutS);
+  if (!(s > 0)) throw std::invalid_argument(std::string(kRendezvousTimeoutS) + " must be positive (got " + get_string(kRendezvousTimeoutS) + ")");
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
 }  // namespace dpt::env

@@ -1,6 +1,7 @@
 #pragma once
 // Every COMM_* environment knob, declared in one place with its default and meaning.
 // The README's table is generated from the same list (`launch --print-env`).
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ std::string get_string(const char* name);
 int64_t get_int(const char* name);
 double get_double(const char* name);
 bool get_bool(const char* name);  // 1/0, true/false, on/off, yes/no
+// COMM_RENDEZVOUS_TIMEOUT_S as a duration; std::invalid_argument unless positive.
+std::chrono::milliseconds rendezvous_timeout();
 
 // Names, so a typo in code is a compile error.
 inline constexpr const char* kBackend = "COMM_BACKEND";
@@ -38,6 +41,7 @@ inline constexpr const char* kTcpFamily = "COMM_TCP_FAMILY";
 inline constexpr const char* kMaxFrameBytes = "COMM_MAX_FRAME_BYTES";
 inline constexpr const char* kJobToken = "COMM_JOB_TOKEN";
 inline constexpr const char* kDebugCollectives = "COMM_DEBUG_COLLECTIVES";
+inline constexpr const char* kWaitersRun = "COMM_WAITERS_RUN";
 inline constexpr const char* kStagingSegmentBytes = "COMM_STAGING_SEGMENT_BYTES";
 inline constexpr const char* kEmulateDevice = "DPT_EMULATE_DEVICE";
 inline constexpr const char* kElasticId = "DPT_ELASTIC_ID";

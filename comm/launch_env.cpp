@@ -1,7 +1,13 @@
 #include "comm/launch_env.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "comm/slurm_lists.h"
 
 namespace dpt {
 
@@ -32,6 +38,30 @@ static bool read_pair(LaunchInfo& li, const char* rank_var, const char* size_var
   return true;
 }
 
+// srun's per-task variables (SLURM_NTASKS_PER_NODE is not one: Slurm sets it only when
+// --ntasks-per-node was given). The node's task count is SLURM_TASKS_PER_NODE's entry
+// for SLURM_NODEID; MASTER_ADDR defaults to the first host of the job's node list.
+static void read_slurm(LaunchInfo& li) {
+  if (const char* v = get("SLURM_LOCALID")) li.local_rank = parse_int("SLURM_LOCALID", v, 0, 1 << 20);
+  if (const char* v = get("SLURM_TASKS_PER_NODE")) {
+    const std::vector<int> per_node = slurm::expand_tasks_per_node(v);
+    long long total = 0;
+    for (int n : per_node) total += n;
+    if (total != li.world_size)
+      throw std::invalid_argument(fmt::format("launch variables: SLURM_TASKS_PER_NODE='{}' adds up to {} tasks but "
+                                              "SLURM_NTASKS={}", v, total, li.world_size));
+    if (const char* id = get("SLURM_NODEID")) {
+      li.local_size = per_node[size_t(parse_int("SLURM_NODEID", id, 0, int(per_node.size()) - 1))];
+    } else if (std::count(per_node.begin(), per_node.end(), per_node.front()) == long(per_node.size())) {
+      li.local_size = per_node.front();  // every node alike: which one does not matter
+    }
+  }
+  if (!get("MASTER_ADDR")) {
+    const char* var = get("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
+    if (const char* v = get(var)) li.master_addr = slurm::expand_host_list(v, var).front();
+  }
+}
+
 LaunchInfo detect_launch() {
   LaunchInfo li;
   if (read_pair(li, "RANK", "WORLD_SIZE")) {
@@ -49,12 +79,7 @@ LaunchInfo detect_launch() {
     if (const char* v = get("MPI_LOCALNRANKS")) li.local_size = parse_int("MPI_LOCALNRANKS", v, 1, 1 << 20);
   } else if (read_pair(li, "SLURM_PROCID", "SLURM_NTASKS")) {
     li.source = "slurm";
-    if (const char* v = get("SLURM_LOCALID")) li.local_rank = parse_int("SLURM_LOCALID", v, 0, 1 << 20);
-    if (const char* v = get("SLURM_NTASKS_PER_NODE")) {
-      char* end = nullptr;  // may be "4(x2)": take the leading number
-      long x = std::strtol(v, &end, 10);
-      if (end != v && x > 0) li.local_size = static_cast<int>(x);
-    }
+    read_slurm(li);
   } else {
     li.source = "single";
   }

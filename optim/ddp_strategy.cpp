@@ -1,6 +1,6 @@
 #include "optim/ddp_strategy.h"
 
-#include "comm/elastic_membership.h"
+#include "comm/store/elastic_membership.h"
 #include "models/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/wire16.h"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/elastic_membership.h"
+#include "comm/store/elastic_membership.h"
 #include "data/dataset.h"
 #include "models/model_config.h"
 #include "models/module.h"

@@ -5,7 +5,7 @@
 //               wait timed out on a hung or unreachable peer) anywhere in a step.
 //   reform      this process abandons the communicator (aborting it, so peers blocked on
 //               it fail at once), arrives in the next generation through the store
-//               (comm/elastic_membership.h), builds its communicator, replaces the
+//               (comm/store/elastic_membership.h), builds its communicator, replaces the
 //               strategy by a fresh one over it and takes the group's state. A planned
 //               reform (newcomers waiting) runs the same way at a step boundary.
 //   source      the member with the most completed steps (lowest rank on a tie). Under

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "comm/elastic_membership.h"
+#include "comm/store/elastic_membership.h"
 
 namespace dpt {
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "comm/elastic_membership.h"
+#include "comm/store/elastic_membership.h"
 #include "optim/clip_grad.h"
 #include "optim/wire16.h"
 #include "optim/zero_checkpoint.h"

@@ -112,9 +112,7 @@ WorkPtr issue(Communicator& c, const Options& o, const Views& v) {
 
 std::string algo_column(Communicator& c, const Options& o, const Views& v) {
   CollArgs a{o.coll, v.send, v.recv, o.op, o.root, parse_algo(o.algo)};
-  Algo algo = c.resolve_algo(a);
-  if (algo != Algo::automatic) return algo_name(algo);
-  return o.coll == CollKind::alltoall ? "pairwise" : "auto";
+  return algo_name(c.resolve_algo(a));
 }
 
 // Fills the inputs of one row: send (or, for in-place broadcast/allgather, the part of

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "comm/env.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 #include "tools/launch/elastic_role.h"
 #include "tools/launch/options.h"
 #include "tools/launch/process_io.h"

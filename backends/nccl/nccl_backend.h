@@ -6,13 +6,14 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "comm/launch_env.h"
 
 namespace dpt {
 
-// What a rank needs to join an NCCL communicator. The registry fills it from the launch
-// environment: `share_from_rank0` hands rank 0's unique id to every rank (over MPI under
-// mpirun, else through the TCP store), and `keep_alive` holds whatever serves that
-// exchange (rank 0's store server) until the communicator is gone.
+// What a rank needs to join an NCCL communicator (create_nccl_world fills it from the
+// launch environment): `share_from_rank0` hands rank 0's unique id to every rank (over
+// MPI under mpirun, else through the TCP store), and `keep_alive` holds whatever serves
+// that exchange (rank 0's store server) until the communicator is gone.
 struct NcclBootstrap {
   int rank = 0;
   int world_size = 1;
@@ -26,5 +27,11 @@ struct NcclBootstrap {
 bool nccl_built();
 std::string nccl_status();
 std::unique_ptr<Communicator> create_nccl_communicator(const NcclBootstrap& b, CommOptions options);
+// The world communicator of a launched job (`li`: detect_launch()). The unique id
+// travels through `share_from_rank0` (MPI's broadcast; null where MPI is not built)
+// under an MPI launcher without MASTER_PORT, else through a TCP store rank 0 serves at
+// MASTER_ADDR:MASTER_PORT, authenticated by the job token (nccl_world.cpp).
+std::unique_ptr<Communicator> create_nccl_world(const LaunchInfo& li, CommOptions options,
+                                                const ShareFromRank0& share_from_rank0);
 
 }  // namespace dpt

@@ -13,9 +13,9 @@
 
 #include "backends/tcp/frame.h"
 #include "comm/hmac.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 #include "comm/log.h"
-#include "comm/rendezvous.h"
+#include "comm/store/rendezvous.h"
 #include "comm/wire.h"
 
 namespace dpt::tcp {

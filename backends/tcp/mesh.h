@@ -19,7 +19,7 @@
 
 #include "comm/error.h"
 #include "comm/socket.h"
-#include "comm/store.h"
+#include "comm/store/store.h"
 
 namespace dpt::tcp {
 

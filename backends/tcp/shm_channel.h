@@ -24,7 +24,7 @@
 
 #include "backends/tcp/shm_ring.h"
 #include "comm/error.h"
-#include "comm/store.h"
+#include "comm/store/store.h"
 
 namespace dpt::tcp {
 

@@ -1,4 +1,5 @@
-// create_tcp_communicator: store server (rank 0), store client, mesh, communicator.
+// create_tcp_communicator: store server (rank 0), store client, mesh, communicator; and
+// create_tcp_world, which fills the bootstrap from the launcher's variables.
 //
 // Terms:
 //   prefix - the store namespace of one communicator, "tcp/<n>", where n counts the
@@ -8,13 +9,15 @@
 //            communicator (one passed in TcpBootstrap::server) can host the next.
 #include "backends/tcp/tcp_backend.h"
 
+#include <unistd.h>
+
 #include <map>
 #include <mutex>
 
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/tcp_communicator.h"
 #include "comm/env.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 #include "comm/log.h"
 #include "comm/socket.h"
 
@@ -107,9 +110,7 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
   if (b.world_size < 1 || b.rank < 0 || b.rank >= b.world_size)
     throw UsageError(ctx, "rank " + std::to_string(b.rank) + " is outside [0, " + std::to_string(b.world_size) +
                               "): check RANK and WORLD_SIZE");
-  double rdzv_s = env::get_double(env::kRendezvousTimeoutS);
-  if (rdzv_s <= 0) throw std::invalid_argument("COMM_RENDEZVOUS_TIMEOUT_S must be positive");
-  const Millis rdzv_timeout(static_cast<int64_t>(rdzv_s * 1000));
+  const Millis rdzv_timeout = env::rendezvous_timeout();
   const std::string master = b.master_addr.empty() ? std::string("127.0.0.1") : b.master_addr;
   const std::string token = b.job_token.empty() ? job_token_from_env() : b.job_token;
 
@@ -150,6 +151,50 @@ std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRen
   warn_if_no_job_token(r.job_token);
   MeetIn m{r.rank, r.world_size, r.peer_hint, r.job_token, r.prefix, r.comm_id, r.timeout, ctx};
   return meet_in_store(r.store, m, options, nullptr);
+}
+
+std::unique_ptr<Communicator> create_tcp_world(const LaunchInfo& li, CommOptions options,
+                                               const ShareFromRank0& share_from_rank0) {
+  TcpBootstrap b;
+  b.rank = li.rank;
+  b.world_size = li.world_size;
+  b.master_addr = li.master_addr.empty() ? "127.0.0.1" : li.master_addr;
+  b.master_port = li.master_port;
+  b.job_token = job_token_from_env();
+  // Under mpirun nobody handed the ranks a secret: rank 0 draws one and shares it (trusted
+  // like the launcher's environment; never over TCP, never logged). Decided on every rank
+  // from the same environment, so all or none take part.
+  if (share_from_rank0 && li.world_size > 1 && b.job_token.empty())
+    b.job_token = share_from_rank0(li.rank == 0 ? generate_job_token() : std::string());
+  if (b.master_port != 0) return create_tcp_communicator(b, options);
+  if (li.world_size == 1) {
+    b.server = std::make_shared<TcpStoreServer>(b.master_addr, 0, b.job_token);
+    b.master_port = b.server->port();
+  } else if (share_from_rank0) {
+    // Rank 0 serves the store on a free port and shares "host port". On several hosts
+    // without MASTER_ADDR the others reach it by rank 0's host name.
+    std::string host = b.master_addr;
+    if (li.master_addr.empty() && li.local_size < li.world_size) {
+      char name[256] = {0};
+      ::gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    std::string addr;
+    if (li.rank == 0) {
+      b.server = std::make_shared<TcpStoreServer>(host, 0, b.job_token);
+      addr = host + " " + std::to_string(b.server->port());
+    }
+    addr = share_from_rank0(addr);
+    const auto space = addr.rfind(' ');
+    b.master_addr = addr.substr(0, space);
+    b.master_port = std::stoi(addr.substr(space + 1));
+  } else if (li.under_mpi()) {
+    throw std::invalid_argument("backend tcp under an MPI launcher needs MASTER_PORT (this build has no MPI to agree on one)");
+  } else {
+    throw std::invalid_argument("backend tcp: MASTER_PORT is not set for a world of " + std::to_string(li.world_size) +
+                                " ranks (launch with build/bin/launch, mpirun, or set MASTER_ADDR/MASTER_PORT)");
+  }
+  return create_tcp_communicator(b, options);
 }
 
 }  // namespace dpt

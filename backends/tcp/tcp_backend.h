@@ -5,7 +5,8 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "comm/tcp_store.h"
+#include "comm/launch_env.h"
+#include "comm/store/tcp_store.h"
 
 namespace dpt {
 
@@ -46,5 +47,13 @@ struct TcpStoreRendezvous {
   Millis timeout{120000}; // rendezvous deadline
 };
 std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRendezvous& r, CommOptions options);
+// The world communicator of a job its launcher started (`li`: detect_launch()). Rank 0
+// serves the store at MASTER_ADDR:MASTER_PORT. Under an MPI launcher, `share_from_rank0`
+// (a broadcast over MPI; null where MPI is not built) carries what no launcher handed
+// out: a job token rank 0 draws when COMM_JOB_TOKEN is unset, and, without MASTER_PORT,
+// the address of a store rank 0 serves on a free port. Only those strings travel over
+// MPI; all traffic is TCP. A world of one serves itself on a free port.
+std::unique_ptr<Communicator> create_tcp_world(const LaunchInfo& li, CommOptions options,
+                                               const ShareFromRank0& share_from_rank0);
 
 }  // namespace dpt

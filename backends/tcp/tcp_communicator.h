@@ -10,7 +10,7 @@
 #include "backends/tcp/progress_engine.h"
 #include "backends/tcp/shm_collectives.h"
 #include "comm/communicator.h"
-#include "comm/tcp_store.h"
+#include "comm/store/tcp_store.h"
 
 namespace dpt {
 

@@ -8,7 +8,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "comm/error.h"
-#include "comm/store.h"
+#include "comm/store/store.h"
 
 namespace dpt::torch_plugin {
 

@@ -5,7 +5,7 @@
 
 #include "backends/registry.h"
 #include "comm/env.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 
 namespace dpt::torch_plugin {
 

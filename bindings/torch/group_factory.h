@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/store.h"
+#include "comm/store/store.h"
 
 namespace dpt::torch_plugin {
 

@@ -3,12 +3,12 @@
 // directly or transitively, from every other one, so none leaves before all arrived.
 #include <cstdint>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 
 namespace dpt::algo {
 
-void dissemination_barrier(Communicator& c, const CollArgs& a) {
+static void run(Communicator& c, const CollArgs& a) {
   const int n = c.size(), r = c.rank();
   uint8_t out = 1, in = 0;
   for (int d = 1; d < n; d <<= 1) {
@@ -17,5 +17,9 @@ void dissemination_barrier(Communicator& c, const CollArgs& a) {
     wait_all({rw, sw}, c.timeout());
   }
 }
+
+// `auto`: always (barrier has no other algorithm here).
+extern const Algorithm dissemination_barrier;
+const Algorithm dissemination_barrier{"dissemination", CollKind::barrier, run, always};
 
 }  // namespace dpt::algo

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 
 namespace dpt::algo {
 
-void linear_gather(Communicator& c, const CollArgs& a) {
+static void run_gather(Communicator& c, const CollArgs& a) {
   const size_t count = a.send.count;
   if (count == 0) return;
   if (c.rank() != a.root) {
@@ -28,7 +28,7 @@ void linear_gather(Communicator& c, const CollArgs& a) {
   for (auto& w : works) w->wait(c.timeout());
 }
 
-void linear_scatter(Communicator& c, const CollArgs& a) {
+static void run_scatter(Communicator& c, const CollArgs& a) {
   const size_t count = a.recv.count;
   if (count == 0) return;
   if (c.rank() != a.root) {
@@ -46,5 +46,11 @@ void linear_scatter(Communicator& c, const CollArgs& a) {
   }
   for (auto& w : works) w->wait(c.timeout());
 }
+
+// `auto`: always (gather and scatter have no other algorithm here).
+extern const Algorithm linear_gather;
+const Algorithm linear_gather{"linear", CollKind::gather, run_gather, always};
+extern const Algorithm linear_scatter;
+const Algorithm linear_scatter{"linear", CollKind::scatter, run_scatter, always};
 
 }  // namespace dpt::algo

@@ -6,12 +6,12 @@
 //   slots before they are sent.
 #include <cstring>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 
 namespace dpt::algo {
 
-void pairwise_alltoall(Communicator& c, const CollArgs& a) {
+static void run(Communicator& c, const CollArgs& a) {
   const int n = c.size(), r = c.rank();
   const size_t count = a.recv.count / size_t(n);  // elements per slot
   if (count == 0) return;
@@ -24,5 +24,9 @@ void pairwise_alltoall(Communicator& c, const CollArgs& a) {
     wait_all({rw, sw}, c.timeout());
   }
 }
+
+// `auto`: always (alltoall has no other algorithm here).
+extern const Algorithm pairwise_alltoall;
+const Algorithm pairwise_alltoall{"pairwise", CollKind::alltoall, run, always};
 
 }  // namespace dpt::algo

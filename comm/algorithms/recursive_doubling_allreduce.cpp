@@ -11,13 +11,13 @@
 //   bits even for min/max with NaN.
 #include <vector>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 #include "comm/reduce_kernels.h"
 
 namespace dpt::algo {
 
-void recursive_doubling_allreduce(Communicator& c, const CollArgs& a) {
+static void run(Communicator& c, const CollArgs& a) {
   copy_if_distinct(a.recv, a.send);
   const int n = c.size(), r = c.rank();
   if (n == 1 || a.recv.count == 0) return;
@@ -46,5 +46,11 @@ void recursive_doubling_allreduce(Communicator& c, const CollArgs& a) {
   }
   if (r + p < n) c.isend_internal(mine, r + p, a.tag)->wait(c.timeout());
 }
+
+// `auto`: allreduce on 2 ranks up to thresholds.rd_max_bytes (COMM_RD_MAX_BYTES): one exchange.
+extern const Algorithm recursive_doubling_allreduce;
+const Algorithm recursive_doubling_allreduce{"recursive_doubling", CollKind::allreduce, run, [](const AutoInput& in) {
+  return in.world == 2 && in.bytes <= in.thresholds.rd_max_bytes;
+}};
 
 }  // namespace dpt::algo

@@ -3,12 +3,12 @@
 // carries (n-1)/n of the result: bandwidth-optimal. Terms in ring_common.h.
 #include <cstring>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 
 namespace dpt::algo {
 
-void ring_allgather(Communicator& c, const CollArgs& a) {
+static void run(Communicator& c, const CollArgs& a) {
   const size_t count = a.send.count;
   Buffer mine = a.recv.slice(size_t(c.rank()) * count, count);
   if (mine.data != a.send.data && count > 0) std::memcpy(mine.data, a.send.data, a.send.bytes());
@@ -16,5 +16,9 @@ void ring_allgather(Communicator& c, const CollArgs& a) {
   ChunkLayout layout{count * c.size(), c.size()};
   ring_allgather_phase(c, a, a.recv, layout, 0, post_allgather_recvs(c, a, a.recv, layout, 0));
 }
+
+// `auto`: always (allgather has no other algorithm here).
+extern const Algorithm ring_allgather;
+const Algorithm ring_allgather{"ring", CollKind::allgather, run, always};
 
 }  // namespace dpt::algo

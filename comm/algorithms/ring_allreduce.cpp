@@ -4,12 +4,12 @@
 //   Terms (ring, chunk, segment, step) are defined in ring_common.h. The reduce-scatter
 //   phase is pipelined by segment; every element is reduced exactly once, in the same
 //   order on every rank's behalf, so all ranks end with bit-identical results.
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 
 namespace dpt::algo {
 
-void ring_allreduce(Communicator& c, const CollArgs& a) {
+static void run(Communicator& c, const CollArgs& a) {
   copy_if_distinct(a.recv, a.send);
   if (c.size() == 1 || a.recv.count == 0) return;
   ChunkLayout layout{a.recv.count, c.size()};
@@ -22,5 +22,9 @@ void ring_allreduce(Communicator& c, const CollArgs& a) {
                             [&] { gather_recvs = post_allgather_recvs(c, a, a.recv, layout, 1); });
   ring_allgather_phase(c, a, a.recv, layout, 1, std::move(gather_recvs));
 }
+
+// `auto`: allreduce beyond the tree's range (the list's last allreduce: always).
+extern const Algorithm ring_allreduce;
+const Algorithm ring_allreduce{"ring", CollKind::allreduce, run, always};
 
 }  // namespace dpt::algo

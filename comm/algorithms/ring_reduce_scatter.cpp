@@ -6,12 +6,12 @@
 #include <cstring>
 #include <memory>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 
 namespace dpt::algo {
 
-void ring_reduce_scatter(Communicator& c, const CollArgs& a) {
+static void run(Communicator& c, const CollArgs& a) {
   const int n = c.size(), r = c.rank();
   const size_t count = a.recv.count;
   if (count == 0) return;
@@ -32,5 +32,9 @@ void ring_reduce_scatter(Communicator& c, const CollArgs& a) {
   Buffer mine = work.slice(size_t(r) * count, count);
   if (mine.data != a.recv.data) std::memcpy(a.recv.data, mine.data, count * esize);
 }
+
+// `auto`: always (reduce-scatter has no other algorithm here).
+extern const Algorithm ring_reduce_scatter;
+const Algorithm ring_reduce_scatter{"ring", CollKind::reduce_scatter, run, always};
 
 }  // namespace dpt::algo

@@ -1,25 +1,23 @@
 #pragma once
-// The selector: which algorithm runs a collective when the caller asked for `auto`.
-//   any op: the backend's native collective when it offers one and prefers it (the tcp
-//     backend's shared-memory arena when all ranks share a host).
-//   allreduce: on 2 ranks recursive doubling (one exchange) up to thresholds.rd_max_bytes;
-//     otherwise tree up to thresholds.tree_max_bytes (latency-bound), ring above
-//     (bandwidth-bound). Measured on the 2-core development machine: recursive doubling
-//     halves the tree's time at 2 ranks up to 64 KiB and loses to the ring from 256 KiB;
-//     at 4 ranks (more processes than cores, so a round needs every process scheduled
-//     at once) it loses to the tree, so `auto` keeps it to 2 ranks there.
-//   reduce_scatter, allgather: ring (there is no latency-optimal alternative here).
-//   broadcast, reduce: tree. gather, scatter: linear. alltoall: pairwise. barrier:
-//   dissemination.
-// An explicit ring/tree request applies where that algorithm exists for the op and
-// falls back to the op's only algorithm otherwise; `native` needs backend support.
+// The selector: which algorithm runs a collective.
+//   native      - when asked for (the caller checks that the backend offers it), or for
+//                 `auto` when the backend offers it for these arguments and prefers it
+//                 (the tcp backend's shared-memory arena when all ranks share a host).
+//   a name      - the algorithm of that name for this collective (registry.h) when there
+//                 is one; otherwise as `auto`.
+//   auto        - the first algorithm registered for the collective whose auto_picks
+//                 accepts the call (registry.cpp lists them, and says the rule).
+// Measured on the 2-core development machine (bench/compare.sh): recursive doubling
+// halves the tree's time at 2 ranks up to 64 KiB and loses to the ring from 256 KiB; at
+// 4 ranks (more processes than cores, so a round needs every process scheduled at
+// once) it loses to the tree, so `auto` keeps it to 2 ranks.
 #include "comm/communicator.h"
 
 namespace dpt::algo {
 
 // Resolves `requested` (may be automatic) for this call. `native_ok` says whether the
 // backend offers a native collective for exactly these arguments, `native_preferred`
-// whether `auto` should take it.
+// whether `auto` should take it. Never returns automatic.
 Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok, bool native_preferred,
             const AlgoThresholds& t);
 

@@ -2,7 +2,7 @@
 //   2*ceil(log2 n) message latencies for any world size (powers of two or not), against
 //   the ring's 2(n-1): the choice for small messages, where latency dominates. Every rank
 //   receives rank 0's bytes, so results are bit-identical across ranks.
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 
 namespace dpt::algo {
@@ -10,11 +10,16 @@ namespace dpt::algo {
 void tree_reduce_into(Communicator& c, const CollArgs& a, const Buffer& acc, int root);
 void tree_broadcast_buffer(Communicator& c, const CollArgs& a, const Buffer& buf, int root);
 
-void tree_allreduce(Communicator& c, const CollArgs& a) {
+static void run(Communicator& c, const CollArgs& a) {
   copy_if_distinct(a.recv, a.send);
   if (c.size() == 1 || a.recv.count == 0) return;
   tree_reduce_into(c, a, a.recv, 0);
   tree_broadcast_buffer(c, a, a.recv, 0);
 }
+
+// `auto`: allreduce up to thresholds.tree_max_bytes (COMM_TREE_MAX_BYTES), where latency dominates.
+extern const Algorithm tree_allreduce;
+const Algorithm tree_allreduce{"tree", CollKind::allreduce, run,
+                               [](const AutoInput& in) { return in.bytes <= in.thresholds.tree_max_bytes; }};
 
 }  // namespace dpt::algo

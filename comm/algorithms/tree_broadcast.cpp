@@ -4,7 +4,7 @@
 //   power of two mask that exists. ceil(log2 n) rounds for any n.
 //   Large buffers are sent in segments so a child can forward segment k while segment
 //   k+1 is still arriving (a pipelined tree).
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 
 namespace dpt::algo {
@@ -39,6 +39,10 @@ void tree_broadcast_buffer(Communicator& c, const CollArgs& a, const Buffer& buf
   for (auto& w : sends) w->wait(c.timeout());
 }
 
-void tree_broadcast(Communicator& c, const CollArgs& a) { tree_broadcast_buffer(c, a, a.recv, a.root); }
+static void run(Communicator& c, const CollArgs& a) { tree_broadcast_buffer(c, a, a.recv, a.root); }
+
+// `auto`: always (broadcast has no other algorithm here).
+extern const Algorithm tree_broadcast;
+const Algorithm tree_broadcast{"tree", CollKind::broadcast, run, always};
 
 }  // namespace dpt::algo

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/algorithms/algorithms.h"
+#include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 #include "comm/reduce_kernels.h"
 
@@ -31,7 +31,7 @@ void tree_reduce_into(Communicator& c, const CollArgs& a, const Buffer& acc, int
   }
 }
 
-void tree_reduce(Communicator& c, const CollArgs& a) {
+static void run(Communicator& c, const CollArgs& a) {
   if (a.send.count == 0) return;
   if (c.rank() == a.root) {
     copy_if_distinct(a.recv, a.send);
@@ -44,5 +44,9 @@ void tree_reduce(Communicator& c, const CollArgs& a) {
     tree_reduce_into(c, a, acc, a.root);
   }
 }
+
+// `auto`: always (reduce has no other algorithm here).
+extern const Algorithm tree_reduce;
+const Algorithm tree_reduce{"tree", CollKind::reduce, run, always};
 
 }  // namespace dpt::algo

@@ -7,8 +7,8 @@
 #include <future>
 #include <thread>
 
-#include "comm/elastic_membership.h"
-#include "comm/tcp_store.h"
+#include "comm/store/elastic_membership.h"
+#include "comm/store/tcp_store.h"
 
 using namespace dpt;
 using namespace std::chrono_literals;

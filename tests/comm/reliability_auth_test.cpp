@@ -14,10 +14,10 @@
 #include "backends/tcp/frame.h"
 #include "backends/tcp/mesh.h"
 #include "comm/hmac.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 #include "comm/socket.h"
-#include "comm/tcp_store.h"
-#include "comm/tcp_store_protocol.h"
+#include "comm/store/tcp_store.h"
+#include "comm/store/tcp_store_protocol.h"
 #include "comm/wire.h"
 
 using namespace dpt;

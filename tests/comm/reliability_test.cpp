@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backends/tcp/tcp_backend.h"
-#include "comm/tcp_store.h"
+#include "comm/store/tcp_store.h"
 
 #ifndef DPT_RELIABILITY_HELPER
 #error "DPT_RELIABILITY_HELPER must name the helper binary"

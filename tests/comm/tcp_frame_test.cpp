@@ -15,7 +15,7 @@
 #include "backends/tcp/tcp_backend.h"
 #include "backends/tcp/tcp_communicator.h"
 #include "comm/socket.h"
-#include "comm/tcp_store.h"
+#include "comm/store/tcp_store.h"
 
 using namespace dpt;
 using namespace dpt::tcp;

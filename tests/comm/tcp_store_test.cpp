@@ -10,10 +10,10 @@
 #include <random>
 #include <thread>
 
-#include "comm/rendezvous.h"
+#include "comm/store/rendezvous.h"
 #include "comm/socket.h"
-#include "comm/tcp_store.h"
-#include "comm/tcp_store_protocol.h"
+#include "comm/store/tcp_store.h"
+#include "comm/store/tcp_store_protocol.h"
 #include "comm/wire.h"
 
 using namespace dpt;

@@ -39,3 +39,9 @@ add_test(NAME tcp_fault COMMAND tcp_fault_test)
 set_tests_properties(tcp_fault PROPERTIES TIMEOUT 120 LABELS fault)
 add_test(NAME tcp_fault.sockets COMMAND tcp_fault_test)
 set_tests_properties(tcp_fault.sockets PROPERTIES TIMEOUT 120 LABELS fault ENVIRONMENT "COMM_TCP_SHM=0")
+
+# Launch detection from Slurm's variables (compressed task and host lists).
+add_executable(launch_env_test launch_env_test.cpp)
+target_link_libraries(launch_env_test PRIVATE dpt_tcp_test_catch_main dpt_comm dpt_warnings)
+add_test(NAME launch_env.slurm COMMAND launch_env_test "[slurm]" --warn NoTests)
+set_tests_properties(launch_env.slurm PROPERTIES TIMEOUT 30 LABELS comm)

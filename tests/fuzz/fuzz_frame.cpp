@@ -24,7 +24,7 @@
 #include <string_view>
 
 #include "backends/tcp/frame.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using namespace dpt;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "backends/tcp/frame.h"
-#include "comm/job_token.h"
-#include "comm/tcp_store_request.h"
+#include "comm/store/job_token.h"
+#include "comm/store/tcp_store_request.h"
 #include "comm/wire.h"
 #include "models/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"

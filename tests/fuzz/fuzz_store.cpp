@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/tcp_store_request.h"
+#include "comm/store/tcp_store_request.h"
 #include "comm/wire.h"
 #include "tests/fuzz/fuzz_check.h"
 

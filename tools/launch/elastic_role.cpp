@@ -1,6 +1,6 @@
 #include "tools/launch/elastic_role.h"
 
-#include "comm/elastic_membership.h"
+#include "comm/store/elastic_membership.h"
 #include "tools/launch/process_io.h"
 
 namespace launch {

@@ -1,7 +1,7 @@
 #pragma once
 // The launcher's part in an elastic job (launch --elastic).
 //
-// Terms (see comm/elastic_membership.h for generations):
+// Terms (see comm/store/elastic_membership.h for generations):
 //   store    node 0's launcher serves the rendezvous store at MASTER_ADDR:MASTER_PORT
 //            for the whole job (as torchrun's agent does), so losing any rank, rank 0
 //            included, loses no coordination. Every launcher keeps a client to it.
@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "comm/tcp_store.h"
+#include "comm/store/tcp_store.h"
 #include "tools/launch/options.h"
 
 namespace launch {

@@ -6,7 +6,7 @@
 
 #include "backends/tcp/tcp_backend.h"
 #include "comm/env.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 
 namespace train {
 

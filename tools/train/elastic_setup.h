@@ -2,7 +2,7 @@
 // train --elastic: the first generation this process belongs to, and how to build the
 // communicator of any generation (the tcp backend meeting in the launcher's store).
 //
-// Terms (see comm/elastic_membership.h): the process's id, the limits and the store
+// Terms (see comm/store/elastic_membership.h): the process's id, the limits and the store
 // address come from launch --elastic (DPT_ELASTIC_ID/MIN/MAX, MASTER_ADDR/PORT). A
 // process that finds the job already running (a restarted one) arrives as a newcomer
 // and is taken in at the members' next step boundary.
@@ -11,8 +11,8 @@
 #include <optional>
 
 #include "comm/communicator.h"
-#include "comm/elastic_membership.h"
-#include "comm/tcp_store.h"
+#include "comm/store/elastic_membership.h"
+#include "comm/store/tcp_store.h"
 
 namespace train {
 

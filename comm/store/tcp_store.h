@@ -9,9 +9,9 @@
 #include <string>
 
 #include "comm/error.h"
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 #include "comm/socket.h"
-#include "comm/store.h"
+#include "comm/store/store.h"
 
 namespace dpt {
 

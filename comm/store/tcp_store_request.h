@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "comm/tcp_store_protocol.h"
+#include "comm/store/tcp_store_protocol.h"
 
 namespace dpt::store_proto {
 

@@ -22,11 +22,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 #include "comm/log.h"
-#include "comm/tcp_store.h"
-#include "comm/tcp_store_protocol.h"
-#include "comm/tcp_store_request.h"
+#include "comm/store/tcp_store.h"
+#include "comm/store/tcp_store_protocol.h"
+#include "comm/store/tcp_store_request.h"
 #include "comm/wire.h"
 
 namespace dpt {

@@ -1,4 +1,4 @@
-#include "comm/tcp_store_request.h"
+#include "comm/store/tcp_store_request.h"
 
 #include <utility>
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "comm/error.h"
-#include "comm/store.h"
+#include "comm/store/store.h"
 
 namespace dpt {
 

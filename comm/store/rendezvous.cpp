@@ -1,4 +1,4 @@
-#include "comm/rendezvous.h"
+#include "comm/store/rendezvous.h"
 
 #include <algorithm>
 #include <chrono>

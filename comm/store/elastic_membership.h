@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "comm/error.h"
-#include "comm/store.h"
+#include "comm/store/store.h"
 
 namespace dpt {
 

@@ -1,4 +1,4 @@
-#include "comm/elastic_membership.h"
+#include "comm/store/elastic_membership.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "comm/job_token.h"
+#include "comm/store/job_token.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -4,9 +4,9 @@
 // server's answer, with its list of missing keys, is what the user sees.
 #include <algorithm>
 
-#include "comm/tcp_store.h"
-#include "comm/tcp_store_protocol.h"
-#include "comm/tcp_store_request.h"
+#include "comm/store/tcp_store.h"
+#include "comm/store/tcp_store_protocol.h"
+#include "comm/store/tcp_store_request.h"
 #include "comm/wire.h"
 
 namespace dpt {
