@@ -38,6 +38,7 @@ WorkPtr CollectiveQueue::push(CollArgs args, const ErrorContext& ctx, Millis wai
     if (waiters_run_) grace_until_ = Clock::now() + kGrace;
     wake = worker_idle_;
     worker_idle_ = false;  // one wake-up per idle period, not one per push
+    if (wake) ++stats_.worker_notifies;
   }
   if (wake) worker_cv_.notify_one();
   return work;
@@ -49,6 +50,7 @@ bool CollectiveQueue::try_run_here(CollArgs& args, std::exception_ptr& err) {
   // Idle and nothing queued: this call is next in issue order, so it runs here.
   busy_ = true;
   number(args);
+  ++stats_.by_caller;
   lk.unlock();
   err = run_(args);
   lk.lock();
@@ -84,10 +86,16 @@ void CollectiveQueue::stop() {
   if (worker_.joinable()) worker_.join();
 }
 
-void CollectiveQueue::run_front(std::unique_lock<std::mutex>& lk) {
+QueueStats CollectiveQueue::stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+void CollectiveQueue::run_front(std::unique_lock<std::mutex>& lk, uint64_t& ran) {
   Task task = std::move(queue_.front());
   queue_.pop_front();
   busy_ = true;
+  ++ran;
   lk.unlock();
   std::exception_ptr err = run_(task.args);
   if (err) task.work->fail(err);
@@ -103,7 +111,7 @@ void CollectiveQueue::drive_until(const PromiseWork& w, Clock::time_point deadli
   ++drivers_;
   while (!w.done()) {
     if (!busy_ && !queue_.empty() && runs_inline_(queue_.front().args)) {
-      run_front(lk);
+      run_front(lk, stats_.by_driver);
       continue;
     }
     // Another thread runs a task (the worker, a blocking caller or another driver), or
@@ -111,38 +119,47 @@ void CollectiveQueue::drive_until(const PromiseWork& w, Clock::time_point deadli
     if (Clock::now() >= deadline) break;
     drivers_cv_.wait_until(lk, deadline);
   }
+  // Tasks left behind that nobody drives now: the parked worker finds them within
+  // kMaxPoll, then gives a caller the grace (waking it here would cost a wake-up per
+  // wait when a caller waits its Works one by one).
   if (--drivers_ == 0 && !queue_.empty()) grace_until_ = Clock::now() + kGrace;
 }
 
 void CollectiveQueue::worker_loop() {
   std::unique_lock<std::mutex> lk(mu_);
-  std::chrono::microseconds poll = kGrace;
   for (;;) {
-    if (queue_.empty()) {
-      if (stopping_ && !busy_) return;  // drained
-      if (!stopping_) {
-        worker_idle_ = true;
-        worker_cv_.wait(lk);
-        worker_idle_ = false;
-      } else {
-        worker_cv_.wait_for(lk, kMaxPoll);  // a caller's task is still running
-      }
-      poll = kGrace;
-      continue;
-    }
-    const bool for_callers = waiters_run_ && !stopping_ && runs_inline_(queue_.front().args);
+    const bool empty = queue_.empty();
+    if (empty && stopping_ && !busy_) return;  // drained
+    const bool for_callers = !empty && waiters_run_ && !stopping_ && runs_inline_(queue_.front().args);
     const auto now = Clock::now();
-    if (!busy_ && (!for_callers || (drivers_ == 0 && now >= grace_until_))) {
-      run_front(lk);
-      poll = kGrace;
+    if (!empty && !busy_ && (!for_callers || (drivers_ == 0 && now >= grace_until_))) {
+      run_front(lk, stats_.by_worker);
       continue;
     }
-    // A task is running elsewhere, or a caller may still take the front one: look again
-    // after the grace, or after a poll that grows while nothing changes.
-    auto until = now + poll;
-    if (!busy_ && drivers_ == 0) until = std::min(until, grace_until_);
-    worker_cv_.wait_until(lk, until);
-    poll = std::min(poll * 2, kMaxPoll);
+    if (stopping_) {
+      worker_cv_.wait_for(lk, kMaxPoll);  // a caller's task is still running
+      continue;
+    }
+    if (!empty && !busy_ && drivers_ == 0) {
+      // A caller may still come to wait and run the front task itself: give it the grace.
+      worker_cv_.wait_until(lk, grace_until_);
+      if (!queue_.empty()) ++stats_.worker_wakeups;
+      continue;
+    }
+    // Nothing queued, or a driver or a blocking caller is running the queue: sleep until
+    // a push finds the worker idle (nothing queued), or, with tasks queued, at most
+    // kMaxPoll, to take what a departing driver left behind. No shorter polls: on a
+    // machine with as many busy threads as cores every wake-up of this thread preempts
+    // one that computes or runs a collective its peers wait on (bench/queue_overhead.cpp
+    // counts wake-ups and context switches per collective).
+    if (empty) {
+      worker_idle_ = true;
+      worker_cv_.wait(lk);
+      worker_idle_ = false;
+    } else {
+      worker_cv_.wait_for(lk, kMaxPoll);
+    }
+    if (!queue_.empty()) ++stats_.worker_wakeups;
   }
 }
 

@@ -21,14 +21,18 @@
 //   grace      - the worker starts an inline task only once no driver is registered
 //                and kGrace has passed since the last push or driver departure: a caller
 //                about to wait runs the batch itself. A task nobody waits for therefore
-//                starts at most kGrace late, or kMaxPoll after a driver left it behind.
-//   poll       - while tasks are queued the worker sleeps with a timeout (kGrace,
-//                doubling up to kMaxPoll) instead of being woken at every departure: a
-//                wake-up per collective is what this queue exists to avoid. With the
-//                queue empty it sleeps until the next push.
+//                starts at most kGrace late.
+//   parked     - while a driver or a blocking caller runs the queue, the worker sleeps
+//                kMaxPoll at a time (until the next push when nothing is queued): a
+//                task a departing driver left behind starts at most kMaxPoll (+ grace)
+//                late. Shorter polls cost more than they save: on a machine with as
+//                many busy threads as cores each wake-up preempts a rank that its peers
+//                are waiting on (bench/queue_overhead.cpp counts wake-ups and context
+//                switches per collective).
 // With COMM_WAITERS_RUN=0 (CommOptions::waiters_run) the worker runs every queued task
 // at once and waiters only sleep, as before drivers existed.
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -54,9 +58,20 @@ class QueuedWork : public PromiseWork {
   CollectiveQueue* queue_;
 };
 
+// Who ran the queue's tasks and how often the worker was woken: the counts that explain
+// what a queued collective costs over a blocking one (bench/queue_overhead.cpp).
+struct QueueStats {
+  uint64_t by_caller = 0;   // blocking callers that found the queue idle (try_run_here)
+  uint64_t by_driver = 0;   // threads waiting on a Work (drive_until)
+  uint64_t by_worker = 0;   // the worker thread
+  uint64_t worker_wakeups = 0;  // times the worker returned from a wait with tasks queued
+  uint64_t worker_notifies = 0; // pushes that had to wake an idle worker
+};
+
 class CollectiveQueue {
  public:
   static constexpr std::chrono::microseconds kGrace{50};
+  // How often a parked worker looks at the queue (see "parked").
   static constexpr std::chrono::microseconds kMaxPoll{500};
 
   // Runs one collective and returns its error (null when it succeeded).
@@ -84,6 +99,8 @@ class CollectiveQueue {
   // deadline passes. Returns at once when waiters do not run tasks.
   void drive_until(const PromiseWork& w, std::chrono::steady_clock::time_point deadline);
 
+  QueueStats stats();
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Task {
@@ -91,8 +108,9 @@ class CollectiveQueue {
     std::shared_ptr<PromiseWork> work;
   };
   void number(CollArgs& args);  // under mu_
-  // Runs the front task on this thread (takes and gives back mu_ through `lk`).
-  void run_front(std::unique_lock<std::mutex>& lk);
+  // Runs the front task on this thread (takes and gives back mu_ through `lk`) and
+  // counts it in `ran`.
+  void run_front(std::unique_lock<std::mutex>& lk, uint64_t& ran);
   void worker_loop();
 
   Runner run_;
@@ -108,6 +126,7 @@ class CollectiveQueue {
   bool worker_idle_ = false;  // the worker sleeps until the next push
   int drivers_ = 0;           // threads inside drive_until
   Clock::time_point grace_until_{};
+  QueueStats stats_;          // under mu_
   std::thread worker_;
 };
 

@@ -60,6 +60,8 @@ Communicator::~Communicator() { shutdown_worker(); }
 
 void Communicator::shutdown_worker() { queue_->stop(); }
 
+QueueStats Communicator::queue_stats() const { return queue_->stats(); }
+
 ErrorContext Communicator::context(const std::string& op, int peer, int64_t seq) const {
   return ErrorContext{rank_, size_, backend_name(), op, peer, seq};
 }

@@ -32,6 +32,7 @@ namespace dpt {
 
 namespace device { class DeviceStaging; }
 class CollectiveQueue;
+struct QueueStats;
 
 enum class CollKind : uint8_t {
   allreduce, reduce, broadcast, reduce_scatter, allgather, gather, scatter, alltoall, barrier
@@ -85,6 +86,8 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   int rank() const { return rank_; }
+  // Who ran this communicator's collectives so far (comm/collective_queue.h).
+  QueueStats queue_stats() const;
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
   const CommOptions& options() const { return options_; }
