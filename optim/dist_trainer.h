@@ -9,6 +9,15 @@
 // Terms:
 //   step         one optimizer update = grad_accum micro-steps of batch_size samples per rank.
 //   global batch batch_size x grad_accum x world size samples per step.
+//   token mean   the loss of a dataset whose batches carry ignored targets (text-docs):
+//                the mean over every target token of the global batch, all ranks and
+//                micro-steps together. The ranks agree the step's target count C with
+//                one allreduce before any backward; each micro-step backpropagates
+//                (world / C) x its loss sum, and the strategy's gradient average
+//                (divide by world) leaves the gradient of the global mean. Other
+//                datasets keep the mean per sample (each micro-batch's mean, weighted
+//                by 1 / grad_accum), which is the same when every sample has as many
+//                targets.
 //   uneven input when some rank runs out of batches first, every rank learns it from a
 //                one-integer allreduce before the step and the epoch ends for all there
 //                (the leftover batches of the longer ranks are skipped and counted).
@@ -98,7 +107,7 @@ struct SimulatedCrash : std::runtime_error {
 struct StepLog {
   int64_t step = 0;
   int epoch = 0;
-  double loss = 0;               // mean over all ranks' samples of the step
+  double loss = 0;               // the step's loss over all ranks: per sample, or per target token (token mean)
   float lr = 0;
   double samples_per_s = 0;      // global
   double comm_s = 0, exposed_s = 0;  // of the last step
@@ -179,8 +188,15 @@ class DistTrainer {
     TrainSummary sum;
   };
   bool load_latest_checkpoint();
-  // One optimizer step on the fetched micro-batches; returns the loss sum and samples.
-  std::pair<double, double> train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb);
+  // One step's loss on this rank: `sum` over `weight` (samples, or target tokens under
+  // the token mean) is its share of the logged mean; `samples` it consumed.
+  struct StepLoss {
+    double sum = 0, weight = 0, samples = 0;
+  };
+  // One optimizer step on the fetched micro-batches.
+  StepLoss train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb);
+  // Collective (token mean): the step's target tokens over all ranks and micro-batches.
+  double global_target_count(const std::vector<Batch>& micro) const;
   // Elastic (dist_trainer_elastic.cpp): leaves the failed (or, planned, the current)
   // communicator, forms the next generation and continues from its state.
   void reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t);
@@ -199,6 +215,7 @@ class DistTrainer {
   std::unique_ptr<Dataset> train_, test_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<ParallelStrategy> strategy_;
+  bool token_mean_ = false;      // the loss is the token mean (the dataset has ignored targets)
   int64_t step_ = 0;
   int epoch_ = 0;
   size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/sampler.h)
