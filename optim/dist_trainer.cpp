@@ -291,7 +291,7 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     strategy_->expose_full_parameters();
     if (comm_->rank() == 0) {
       fs::create_directories(config_.checkpoint_dir);
-      save_model(final_model_path(), *model_, {{"step", std::to_string(step_)}});
+      write_model_file(config_.checkpoint_dir, {{"step", std::to_string(step_)}});
     }
     strategy_->restore_working_parameters();
     comm_->barrier();

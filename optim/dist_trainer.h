@@ -34,6 +34,7 @@
 #include "data/dataset.h"
 #include "models/model_config.h"
 #include "models/module.h"
+#include "models/safetensors.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "optim/parallel_strategy.h"
@@ -177,6 +178,9 @@ class DistTrainer {
   // Model-state bytes of this rank, counted from the buffers (zero_memory.h).
   ModelStateBytes memory_bytes() const { return strategy_->memory_bytes(); }
   void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
+  // Rank 0, full parameters exposed: DIR/model.safetensors; for gpt2 in
+  // GPT2LMHeadModel's layout with config.json beside it (save_gpt2_pretrained).
+  void write_model_file(const std::string& dir, const Metadata& metadata) const;
   std::string final_model_path() const;
 
  private:
