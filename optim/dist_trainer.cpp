@@ -15,7 +15,9 @@
 #include "comm/device/staging.h"
 #include "comm/launch_env.h"
 #include "models/checkpoint.h"
+#include "models/gpt2.h"
 #include "models/models.h"
+#include "optim/memory_check.h"
 
 namespace dpt {
 namespace fs = std::filesystem;
@@ -30,12 +32,35 @@ PcieBytes pcie_so_far(const Module& model) {
 }
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// What the job will hold per rank (memory_check.h): gpt2 from its shape (`built` may be
+// null), any other model from the built one (no activation estimate: they are small).
+MemoryNeed memory_need(const DistTrainConfig& c, const Module* built) {
+  MemoryNeed n;
+  n.state_per_param = optimizer_state_per_param(c.optimizer, c.optimizer_config.momentum, c.parallel.precision == DType::bf16);
+  if (c.model == "gpt2") {
+    n.params = double(gpt2_param_count(c.model_config));
+    n.largest_layer = double(gpt2_largest_layer_params(c.model_config));
+    n.activation_bytes = gpt2_activation_bytes(c.model_config, int64_t(c.batch_size));
+  } else {
+    n.params = double(built->num_params());
+    for (const ParamInfo& p : built->param_infos()) n.largest_layer = std::max(n.largest_layer, double(p.numel));
+  }
+  return n;
+}
+
 }  // namespace
 
 DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(std::move(config)), comm_(&comm) {
   if (config_.grad_accum < 1) throw std::invalid_argument("--grad-accum must be at least 1");
   if (config_.batch_size < 1) throw std::invalid_argument("--batch-size must be at least 1");
-  model_ = make_model(config_.model, config_.model_config);
+  // Refuse, before the big allocations, a job this host cannot hold (memory_check.h):
+  // gpt2's footprint follows from its shape, before it is built; the other models are
+  // built first (they are small) and measured.
+  if (config_.model != "gpt2") model_ = make_model(config_.model, config_.model_config);
+  if (config_.memory_check)
+    check_memory_fits(comm, memory_need(config_, model_.get()), config_.parallel.zero_stage, detect_launch().local_size,
+                      !config_.elastic_join);
+  if (!model_) model_ = make_model(config_.model, config_.model_config);
   // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
   if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
   else if (config_.device != "cpu") throw std::invalid_argument("--device '" + config_.device + "': valid are cpu, cuda");

@@ -73,6 +73,7 @@ struct DistTrainConfig {
   bool elastic_join = false;     // elastic: this process joins a running job (state comes from the members)
   int64_t elastic_snapshot_every = 10;  // elastic ZeRO: steps between neighbour snapshots (K)
   std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
+  bool memory_check = true;      // refuse, before allocating, a job this host cannot hold (memory_check.h)
 };
 
 // Elastic training (train --elastic, docs/elastic.md): when a peer dies the survivors

@@ -70,6 +70,35 @@ case $scenario in
       > "$work/init.log" 2>&1 || { cat "$work/init.log"; exit 1; }
     "${check[@]}" "$work/init"
     /usr/bin/python3 "$here/check_hf_checkpoint.py" --same "$work/full/step_4" "$work/init" ;;
+  memory-refusal)  # gpt2-large (774M) at 4 ranks: DDP and ZeRO-1 refuse before allocating, naming the
+                   # bytes per host, the bytes available and the lowest stage that fits; in seconds, low RSS
+    large=(--model gpt2 --gpt2-size 774M --optimizer adam --batch-size 4 --seq-len 64 --steps 3)
+    refuse() {  # <name> <expected text> <train args...>: must fail fast with the message, small RSS
+      local name=$1 want=$2; shift 2
+      local t0; t0=$(date +%s.%N)
+      if /usr/bin/time -f "maxrss_kib=%M" -o "$work/$name.rss" timeout 60 "$bin/launch" -n 4 "$bin/train" "$@" \
+           > "$work/$name.log" 2>&1; then echo "FAIL: $name was not refused"; cat "$work/$name.log"; exit 1; fi
+      local dt; dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+      local rss; rss=$(sed -n 's/^maxrss_kib=//p' "$work/$name.rss")
+      grep -qF -- "$want" "$work/$name.log" || { echo "FAIL: $name: no '$want' in:"; cat "$work/$name.log"; exit 1; }
+      awk -v t="$dt" -v r="$rss" 'BEGIN { if (t > 15 || r > 512 * 1024) { print "FAIL: " t " s, max RSS " r " KiB"; exit 1 } }'
+      echo "$name: refused in $dt s, largest process RSS $rss KiB: $(grep -m1 -o 'needs.*' "$work/$name.log")"
+    }
+    # First (so that a build without the check fails here, not by allocating gpt2-large):
+    # any model: the tiny gpt2 refused with 1 MB available, and --ignore-memory-check runs it.
+    DPT_MEM_AVAILABLE_BYTES=1000000 refuse tiny "DDP at 4 ranks needs" "${tiny[@]}" "${adam[@]}" --steps 1 --batch-size 1
+    # 20 GB available (faked, so the test does not depend on this machine's free memory):
+    # 4 x (16 P + activations) = 53.6 GB for DDP; ZeRO-3 needs 17.6 GB.
+    export DPT_MEM_AVAILABLE_BYTES=20000000000
+    refuse ddp "DDP at 4 ranks needs 53635375104 bytes (49.95 GiB) per host" "${large[@]}"
+    grep -qF "but 20000000000 bytes (18.63 GiB) are available (DPT_MEM_AVAILABLE_BYTES). The lowest ZeRO stage that fits is --zero 3." \
+      "$work/ddp.log" || { echo "FAIL: the refusal does not name the bytes available and --zero 3"; exit 1; }
+    refuse zero1 "ZeRO-1 at 4 ranks needs" "${large[@]}" --zero 1
+    grep -qF "The lowest ZeRO stage that fits is --zero 3." "$work/zero1.log" || { echo "FAIL: zero1 does not name --zero 3"; exit 1; }
+    DPT_MEM_AVAILABLE_BYTES=1000000000 refuse none "No ZeRO stage fits at this world size" "${large[@]}" --zero 3
+    DPT_MEM_AVAILABLE_BYTES=1000000 run tiny_ignored "$bin/launch" -n 2 "$bin/train" "${tiny[@]}" "${adam[@]}" --steps 1 \
+      --batch-size 1 --ignore-memory-check
+    grep -q "^\[rank 0\] final:.*steps=1 " "$work/tiny_ignored.log" || { echo "FAIL: --ignore-memory-check did not run"; exit 1; } ;;
   *) echo "unknown scenario '$scenario'" >&2; exit 2 ;;
 esac
 echo "PASS $scenario"
