@@ -1,5 +1,6 @@
 #include "optim/memory_check.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -38,7 +39,11 @@ double optimizer_state_per_param(const std::string& optimizer, float momentum, b
 double rank_bytes(const MemoryNeed& need, int stage, int world) {
   double b = zero_formula_bytes(stage, need.params, world, need.state_per_param) + need.activation_bytes;
   if (stage == 3) b += 2 * 4 * need.largest_layer;
-  return b;
+  // Construction: every rank builds the whole model, its fp32 parameters and gradients
+  // (8P), before the strategy releases what it does not own (measured: a gpt2-large
+  // ZeRO-3 rank at 6.06 GB resident before its first step; 4 of them were OOM-killed
+  // on this 24 GB host).
+  return std::max(b, 8 * need.params);
 }
 
 double available_bytes(std::string& from) {
@@ -88,12 +93,13 @@ std::string memory_refusal(const MemoryPlan& p, int stage, int world) {
   const std::string what = stage == 0 ? "DDP" : "ZeRO-" + std::to_string(stage);
   std::string msg = what + " at " + std::to_string(world) + " ranks needs " + gib(p.per_host) + " per host (" +
                     gib(p.per_rank) + " per rank x " + std::to_string(p.local_ranks) +
-                    " ranks on this host: model states by the ZeRO formula plus activations), but " +
+                    " ranks on this host: the ZeRO formula of the stage plus activations, or the whole model's parameters and gradients while it is built if more), but " +
                     gib(p.available) + " are available (" + p.available_from + "). ";
   if (p.lowest_fitting_stage > stage)
     msg += "The lowest ZeRO stage that fits is --zero " + std::to_string(p.lowest_fitting_stage) + ".";
   else
-    msg += "No ZeRO stage fits at this world size: use more hosts, a smaller model or batch.";
+    msg += "No ZeRO stage fits with " + std::to_string(p.local_ranks) +
+           " ranks on this host: use fewer ranks per host (more hosts), a smaller model or batch.";
   return msg + " (--ignore-memory-check runs anyway.)";
 }
 

@@ -10,7 +10,9 @@
 //               stage 1 8P + KP/N, stage 2 4P + (4 + K)P/N, stage 3 (8 + K)P/N), plus
 //               stage 3's gathered working set (two copies of the largest layer: the
 //               one computing and the one prefetched), plus the activations of one
-//               micro-batch (the model's estimate; 0 where it has none).
+//               micro-batch (the model's estimate; 0 where it has none); and at least
+//               8P, the whole model's fp32 parameters and gradients that every rank
+//               holds while it is built, before ZeRO releases what the rank does not own.
 //   per host    per rank x the ranks on this host (the launcher's local size).
 //   available   this host's MemAvailable (/proc/meminfo), or less where the cgroup's
 //               limit (memory.max, v2; memory.limit_in_bytes, v1) minus its usage is
