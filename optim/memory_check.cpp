@@ -40,10 +40,13 @@ double rank_bytes(const MemoryNeed& need, int stage, int world) {
   double b = zero_formula_bytes(stage, need.params, world, need.state_per_param) + need.activation_bytes;
   if (stage == 3) b += 2 * 4 * need.largest_layer;
   // Construction: every rank builds the whole model, its fp32 parameters and gradients
-  // (8P), before the strategy releases what it does not own (measured: a gpt2-large
-  // ZeRO-3 rank at 6.06 GB resident before its first step; 4 of them were OOM-killed
-  // on this 24 GB host).
-  return std::max(b, 8 * need.params);
+  // (8P), and ZeRO-2/3 allocate their gradient shard and optimizer state ((4 + K)P/N)
+  // before the full buffers' pages not owned are released. Measured on gpt2-large
+  // ZeRO-3: at 2 ranks 10.37 GiB peak RSS per rank at start (this gives 10.09 GiB),
+  // against 5.77 GiB of model states afterwards; at 4 ranks the job was OOM-killed on
+  // this 24 GB host while building.
+  const double building = 8 * need.params + (stage >= 2 ? (4 + need.state_per_param) * need.params / world : 0);
+  return std::max(b, building);
 }
 
 double available_bytes(std::string& from) {

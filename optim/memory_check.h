@@ -11,8 +11,9 @@
 //               stage 3's gathered working set (two copies of the largest layer: the
 //               one computing and the one prefetched), plus the activations of one
 //               micro-batch (the model's estimate; 0 where it has none); and at least
-//               8P, the whole model's fp32 parameters and gradients that every rank
-//               holds while it is built, before ZeRO releases what the rank does not own.
+//               what a rank holds while it is built: the whole model's fp32 parameters
+//               and gradients (8P), plus for ZeRO-2/3 the gradient shard and optimizer
+//               state ((4 + K)P/N) allocated before the unowned pages are released.
 //   per host    per rank x the ranks on this host (the launcher's local size).
 //   available   this host's MemAvailable (/proc/meminfo), or less where the cgroup's
 //               limit (memory.max, v2; memory.limit_in_bytes, v1) minus its usage is

@@ -87,17 +87,19 @@ case $scenario in
     # First (so that a build without the check fails here, not by allocating gpt2-large):
     # any model: the tiny gpt2 refused with 1 MB available, and --ignore-memory-check runs it.
     DPT_MEM_AVAILABLE_BYTES=1000000 refuse tiny "DDP at 4 ranks needs" "${tiny[@]}" "${adam[@]}" --steps 1 --batch-size 1
-    # 26 GB available (faked, so the test does not depend on this machine's free memory):
-    # 4 x (16 P + activations) = 53.6 GB for DDP, 4 x (10 P + activations) = 35.1 GB for
-    # ZeRO-1, 4 x 8 P = 24.8 GB (the whole model while it is built) for ZeRO-2 and 3.
-    export DPT_MEM_AVAILABLE_BYTES=26000000000
+    # 35 GB available (faked, so the test does not depend on this machine's free memory):
+    # 4 x (16 P + activations) = 53.6 GB for DDP, 4 x (10 P + activations) = 35.06 GB for
+    # ZeRO-1, 4 x (8 P + 12 P / 4) = 34.06 GB for ZeRO-2 and 3 (a rank builds the whole
+    # model, then its shards, before it releases what it does not own).
+    export DPT_MEM_AVAILABLE_BYTES=35000000000
     refuse ddp "DDP at 4 ranks needs 53635375104 bytes (49.95 GiB) per host" "${large[@]}"
-    grep -qF "but 26000000000 bytes (24.21 GiB) are available (DPT_MEM_AVAILABLE_BYTES). The lowest ZeRO stage that fits is --zero 2." \
+    grep -qF "but 35000000000 bytes (32.60 GiB) are available (DPT_MEM_AVAILABLE_BYTES). The lowest ZeRO stage that fits is --zero 2." \
       "$work/ddp.log" || { echo "FAIL: the refusal does not name the bytes available and --zero 2"; exit 1; }
-    refuse zero1 "ZeRO-1 at 4 ranks needs" "${large[@]}" --zero 1
+    refuse zero1 "ZeRO-1 at 4 ranks needs 35058653184 bytes" "${large[@]}" --zero 1
     grep -qF "The lowest ZeRO stage that fits is --zero 2." "$work/zero1.log" || { echo "FAIL: zero1 does not name --zero 2"; exit 1; }
-    # This host's 24 GB: no stage fits 4 ranks (gpt2-large was OOM-killed so), 2 ranks fit.
-    DPT_MEM_AVAILABLE_BYTES=22000000000 refuse none "No ZeRO stage fits with 4 ranks on this host" "${large[@]}" --zero 3
+    # About this host's 24 GB: no stage fits 4 ranks (gpt2-large was OOM-killed so).
+    DPT_MEM_AVAILABLE_BYTES=22000000000 refuse none "ZeRO-3 at 4 ranks needs 34057323520 bytes" "${large[@]}" --zero 3
+    grep -qF "No ZeRO stage fits with 4 ranks on this host" "$work/none.log" || { echo "FAIL: no 'no stage fits'"; exit 1; }
     DPT_MEM_AVAILABLE_BYTES=1000000 run tiny_ignored "$bin/launch" -n 2 "$bin/train" "${tiny[@]}" "${adam[@]}" --steps 1 \
       --batch-size 1 --ignore-memory-check
     grep -q "^\[rank 0\] final:.*steps=1 " "$work/tiny_ignored.log" || { echo "FAIL: --ignore-memory-check did not run"; exit 1; } ;;
