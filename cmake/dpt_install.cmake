@@ -16,7 +16,7 @@ install(TARGETS ${_dpt_targets} dpt_warnings EXPORT dptTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(p launch demo comm_bench train train_local zero_consolidate tokenize)
+foreach(p launch demo comm_bench train train_local zero_consolidate tokenize generate)
   if(TARGET ${p})
     install(TARGETS ${p} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()

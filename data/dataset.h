@@ -35,6 +35,10 @@ class Dataset {
     fill(indices, out);
   }
   virtual std::string name() const = 0;
+  // Whether batches may carry ignored targets (kIgnoreLabel, batch.h) in numbers that vary
+  // from batch to batch (documents of different lengths): the loss is then a mean over
+  // tokens, and a data-parallel trainer agrees the step's target count across ranks.
+  virtual bool has_ignored_targets() const { return false; }
 };
 
 // Throws std::out_of_range naming the dataset if any index is >= size. Implementations

@@ -46,6 +46,7 @@ class TextDocs : public Dataset {
   // tokens and labels: [n, seq_len] (see the terms above); sample_shape {seq_len}.
   void fill(std::span<const size_t> indices, Batch& out) const override;
   std::string name() const override { return name_; }
+  bool has_ignored_targets() const override { return true; }
 
   size_t seq_len() const { return seq_len_; }
   size_t vocab_size() const { return vocab_size_; }

@@ -1,5 +1,6 @@
 #include "models/gpt2.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "models/gpt2_weights.h"
@@ -68,6 +69,19 @@ int64_t gpt2_param_count(const ModelConfig& cfg) {
   const int64_t positions = cfg.n_positions > 0 ? cfg.n_positions : cfg.seq_len;
   const int64_t block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d);
   return cfg.vocab * d + positions * d + cfg.n_layer * block + 2 * d;
+}
+
+int64_t gpt2_largest_layer_params(const ModelConfig& cfg) {
+  const int64_t d = cfg.d_model;
+  const int64_t positions = cfg.n_positions > 0 ? cfg.n_positions : cfg.seq_len;
+  const int64_t block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d);
+  return std::max(cfg.vocab * d + positions * d, block);
+}
+
+double gpt2_activation_bytes(const ModelConfig& cfg, int64_t batch) {
+  const double s = double(cfg.seq_len), b = double(batch), h = double(cfg.d_model), a = double(cfg.n_head);
+  const double per_block = 2 * (34 * s * b * h + 5 * a * s * s * b);
+  return double(cfg.n_layer) * per_block + 2 * 4 * b * s * double(cfg.vocab) + 4 * b * s * h;
 }
 
 }  // namespace dpt

@@ -52,5 +52,13 @@ void configure_gpt2(const Gpt2Request& request, ModelConfig& cfg);
 
 // Parameters of a GPT-2 of that shape (tied head counted once).
 int64_t gpt2_param_count(const ModelConfig& cfg);
+// Parameters of its largest layer: the embedding (wte and wpe), usually.
+int64_t gpt2_largest_layer_params(const ModelConfig& cfg);
+// An estimate of the fp32 activations one training forward/backward of `batch` samples
+// of cfg.seq_len tokens holds: per block Korthikanti et al.'s (2022, "Reducing
+// Activation Recomputation in Large Transformer Models") 34 s b h + 5 a s^2 b bytes for
+// 16-bit activations, doubled for fp32; plus the logits and their gradient (2 x 4 b s V)
+// and the embedding output. Used to refuse a job that will not fit (optim/memory_check.h).
+double gpt2_activation_bytes(const ModelConfig& cfg, int64_t batch);
 
 }  // namespace dpt

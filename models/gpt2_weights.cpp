@@ -202,11 +202,18 @@ std::string gpt2_config_json(const ModelConfig& cfg) {
 }
 
 void save_gpt2_pretrained(const std::string& dir, const std::vector<ParamInfo>& infos, std::span<const float> flat,
-                          const ModelConfig& cfg) {
+                          const ModelConfig& cfg, const Metadata& metadata) {
   fs::create_directories(dir);
   std::vector<NamedTensorView> views = param_views(infos, flat);
   for (auto& v : views) v.name = gpt2_to_hf_name(v.name);
-  save_safetensors((fs::path(dir) / "model.safetensors").string(), views, {{"format", "pt"}, {"dpt.model", "gpt2"}});
+  Metadata meta = metadata;
+  meta["format"] = "pt";  // from_pretrained requires it of safetensors files
+  meta["dpt.model"] = "gpt2";
+  save_safetensors((fs::path(dir) / "model.safetensors").string(), views, meta);
+  write_gpt2_config(dir, cfg);
+}
+
+void write_gpt2_config(const std::string& dir, const ModelConfig& cfg) {
   const fs::path config = fs::path(dir) / "config.json", tmp = fs::path(dir) / "config.json.tmp";
   {
     std::ofstream out(tmp);

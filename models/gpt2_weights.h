@@ -33,6 +33,7 @@
 
 #include "models/model_config.h"
 #include "models/param_store.h"
+#include "models/safetensors.h"
 
 namespace dpt {
 
@@ -56,9 +57,13 @@ void load_gpt2_weights(const std::string& path, Module& model);
 
 // config.json for a gpt2 of this configuration (GPT2Config's keys, pretty-printed).
 std::string gpt2_config_json(const ModelConfig& cfg);
+// Writes DIR/config.json (atomically: a temporary file renamed over it), beside a
+// model.safetensors in GPT2LMHeadModel's layout (ours: the trainer's checkpoints).
+void write_gpt2_config(const std::string& dir, const ModelConfig& cfg);
 // Writes DIR/model.safetensors and DIR/config.json (DIR is created if missing); `flat`
 // laid out by `infos` (a model's flat_params(), or a consolidated ZeRO buffer).
+// `metadata` joins the file's (a trainer's step and data position; format=pt stays).
 void save_gpt2_pretrained(const std::string& dir, const std::vector<ParamInfo>& infos,
-                          std::span<const float> flat, const ModelConfig& cfg);
+                          std::span<const float> flat, const ModelConfig& cfg, const Metadata& metadata = {});
 
 }  // namespace dpt

@@ -15,7 +15,9 @@
 #include "comm/device/staging.h"
 #include "comm/launch_env.h"
 #include "models/checkpoint.h"
+#include "models/gpt2.h"
 #include "models/models.h"
+#include "optim/memory_check.h"
 
 namespace dpt {
 namespace fs = std::filesystem;
@@ -30,12 +32,35 @@ PcieBytes pcie_so_far(const Module& model) {
 }
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// What the job will hold per rank (memory_check.h): gpt2 from its shape (`built` may be
+// null), any other model from the built one (no activation estimate: they are small).
+MemoryNeed memory_need(const DistTrainConfig& c, const Module* built) {
+  MemoryNeed n;
+  n.state_per_param = optimizer_state_per_param(c.optimizer, c.optimizer_config.momentum, c.parallel.precision == DType::bf16);
+  if (c.model == "gpt2") {
+    n.params = double(gpt2_param_count(c.model_config));
+    n.largest_layer = double(gpt2_largest_layer_params(c.model_config));
+    n.activation_bytes = gpt2_activation_bytes(c.model_config, int64_t(c.batch_size));
+  } else {
+    n.params = double(built->num_params());
+    for (const ParamInfo& p : built->param_infos()) n.largest_layer = std::max(n.largest_layer, double(p.numel));
+  }
+  return n;
+}
+
 }  // namespace
 
 DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(std::move(config)), comm_(&comm) {
   if (config_.grad_accum < 1) throw std::invalid_argument("--grad-accum must be at least 1");
   if (config_.batch_size < 1) throw std::invalid_argument("--batch-size must be at least 1");
-  model_ = make_model(config_.model, config_.model_config);
+  // Refuse, before the big allocations, a job this host cannot hold (memory_check.h):
+  // gpt2's footprint follows from its shape, before it is built; the other models are
+  // built first (they are small) and measured.
+  if (config_.model != "gpt2") model_ = make_model(config_.model, config_.model_config);
+  if (config_.memory_check)
+    check_memory_fits(comm, memory_need(config_, model_.get()), config_.parallel.zero_stage, detect_launch().local_size,
+                      !config_.elastic_join);
+  if (!model_) model_ = make_model(config_.model, config_.model_config);
   // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
   if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
   else if (config_.device != "cpu") throw std::invalid_argument("--device '" + config_.device + "': valid are cpu, cuda");
@@ -46,6 +71,7 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
   train_ = make_dataset(ds, Split::train, opts);
   test_ = make_dataset(ds, Split::test, opts);
+  token_mean_ = train_->has_ignored_targets();
   if (config_.lr_schedule == "cosine") {
     // The cosine reaches its floor at the end of the run: steps, or all epochs' steps.
     const size_t n = size_t(comm.size());
@@ -109,23 +135,42 @@ EvalResult DistTrainer::evaluate() {
   return eval_result(sums);
 }
 
-std::pair<double, double> DistTrainer::train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb) {
+double DistTrainer::global_target_count(const std::vector<Batch>& micro) const {
+  double count = 0;
+  for (const Batch& b : micro) count += double(count_targets(b));
+  comm_->allreduce(Buffer{&count, 1, DType::f64, {}}, ReduceOp::sum);
+  return count;
+}
+
+DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb) {
   auto phase = [&](const char* what) {
     if (cb.on_phase) cb.on_phase(step_ + 1, what);
   };
   const auto t0 = Clock::now();
   const PcieBytes pcie0 = pcie_so_far(*model_);
+  // Token mean: world / (global targets), so the strategies' average over the ranks
+  // leaves the gradient of the mean over every target of the global batch.
+  const double targets = token_mean_ ? global_target_count(micro) : 0;
+  const float token_scale = targets > 0 ? float(double(comm_->size()) / targets) : 0.0f;
   strategy_->zero_grad();
-  double loss_sum = 0, samples = 0;
+  StepLoss out;
   for (int m = 0; m < config_.grad_accum; ++m) {
+    const Batch& b = micro[size_t(m)];
     strategy_->begin_backward(m == config_.grad_accum - 1);
     phase("forward");
-    model_->forward(model_input(micro[size_t(m)]), true);
-    const float loss = model_->loss(model_target(micro[size_t(m)]), 1.0f / float(config_.grad_accum));
+    model_->forward(model_input(b), true);
+    if (token_mean_) {
+      const LossSum l = model_->loss_sum(model_target(b), token_scale);
+      out.sum += l.sum;
+      out.weight += double(l.count);
+    } else {
+      const float loss = model_->loss(model_target(b), 1.0f / float(config_.grad_accum));
+      out.sum += double(loss) * double(b.n);
+      out.weight += double(b.n);
+    }
     phase("backward");
     model_->backward();
-    loss_sum += double(loss) * double(micro[size_t(m)].n);
-    samples += double(micro[size_t(m)].n);
+    out.samples += double(b.n);
   }
   phase("sync");
   strategy_->end_backward();
@@ -139,11 +184,11 @@ std::pair<double, double> DistTrainer::train_step(std::vector<Batch>& micro, Tot
   ++step_;
   ++t.steps_run;
   t.train_time += since(t0);
-  t.samples_done += int64_t(samples);
+  t.samples_done += int64_t(out.samples);
   t.sum.comm_s += cs.comm_s;
   t.sum.exposed_s += cs.exposed_s;
   t.comm_bytes += cs.bytes;
-  return {loss_sum, samples};
+  return out;
 }
 
 TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
@@ -209,7 +254,8 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
 
         // ---- one step: micro-steps of forward/backward, gradient sync, update ----
         const float lr = schedule_->lr(step_);
-        const auto [loss_sum, samples] = train_step(micro, t, lr, cb);
+        const StepLoss step_loss = train_step(micro, t, lr, cb);
+        const double samples = step_loss.samples;
         const size_t begin = position_;
         position_ += size_t(samples) * size_t(n);  // every rank consumed as many
         if (sample_log.is_open()) {
@@ -223,7 +269,7 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
         // every rank (a newcomer's own count of steps would differ from the members').
         const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || step_ == first_step);
         if (log_now) {
-          double ls[2] = {loss_sum, samples};  // mean over all ranks' samples
+          double ls[2] = {step_loss.sum, step_loss.weight};  // mean over all ranks' samples (or target tokens)
           comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
           StepLog l{step_,    epoch_,   ls[0] / ls[1], lr, double(t.samples_done) * n / std::max(t.train_time, 1e-9),
                     cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_};
@@ -270,7 +316,7 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     strategy_->expose_full_parameters();
     if (comm_->rank() == 0) {
       fs::create_directories(config_.checkpoint_dir);
-      save_model(final_model_path(), *model_, {{"step", std::to_string(step_)}});
+      write_model_file(config_.checkpoint_dir, {{"step", std::to_string(step_)}});
     }
     strategy_->restore_working_parameters();
     comm_->barrier();

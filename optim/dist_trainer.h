@@ -9,6 +9,15 @@
 // Terms:
 //   step         one optimizer update = grad_accum micro-steps of batch_size samples per rank.
 //   global batch batch_size x grad_accum x world size samples per step.
+//   token mean   the loss of a dataset whose batches carry ignored targets (text-docs):
+//                the mean over every target token of the global batch, all ranks and
+//                micro-steps together. The ranks agree the step's target count C with
+//                one allreduce before any backward; each micro-step backpropagates
+//                (world / C) x its loss sum, and the strategy's gradient average
+//                (divide by world) leaves the gradient of the global mean. Other
+//                datasets keep the mean per sample (each micro-batch's mean, weighted
+//                by 1 / grad_accum), which is the same when every sample has as many
+//                targets.
 //   uneven input when some rank runs out of batches first, every rank learns it from a
 //                one-integer allreduce before the step and the epoch ends for all there
 //                (the leftover batches of the longer ranks are skipped and counted).
@@ -25,6 +34,7 @@
 #include "data/dataset.h"
 #include "models/model_config.h"
 #include "models/module.h"
+#include "models/safetensors.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "optim/parallel_strategy.h"
@@ -63,6 +73,7 @@ struct DistTrainConfig {
   bool elastic_join = false;     // elastic: this process joins a running job (state comes from the members)
   int64_t elastic_snapshot_every = 10;  // elastic ZeRO: steps between neighbour snapshots (K)
   std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
+  bool memory_check = true;      // refuse, before allocating, a job this host cannot hold (memory_check.h)
 };
 
 // Elastic training (train --elastic, docs/elastic.md): when a peer dies the survivors
@@ -98,7 +109,7 @@ struct SimulatedCrash : std::runtime_error {
 struct StepLog {
   int64_t step = 0;
   int epoch = 0;
-  double loss = 0;               // mean over all ranks' samples of the step
+  double loss = 0;               // the step's loss over all ranks: per sample, or per target token (token mean)
   float lr = 0;
   double samples_per_s = 0;      // global
   double comm_s = 0, exposed_s = 0;  // of the last step
@@ -168,6 +179,9 @@ class DistTrainer {
   // Model-state bytes of this rank, counted from the buffers (zero_memory.h).
   ModelStateBytes memory_bytes() const { return strategy_->memory_bytes(); }
   void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
+  // Rank 0, full parameters exposed: DIR/model.safetensors; for gpt2 in
+  // GPT2LMHeadModel's layout with config.json beside it (save_gpt2_pretrained).
+  void write_model_file(const std::string& dir, const Metadata& metadata) const;
   std::string final_model_path() const;
 
  private:
@@ -179,8 +193,15 @@ class DistTrainer {
     TrainSummary sum;
   };
   bool load_latest_checkpoint();
-  // One optimizer step on the fetched micro-batches; returns the loss sum and samples.
-  std::pair<double, double> train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb);
+  // One step's loss on this rank: `sum` over `weight` (samples, or target tokens under
+  // the token mean) is its share of the logged mean; `samples` it consumed.
+  struct StepLoss {
+    double sum = 0, weight = 0, samples = 0;
+  };
+  // One optimizer step on the fetched micro-batches.
+  StepLoss train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb);
+  // Collective (token mean): the step's target tokens over all ranks and micro-batches.
+  double global_target_count(const std::vector<Batch>& micro) const;
   // Elastic (dist_trainer_elastic.cpp): leaves the failed (or, planned, the current)
   // communicator, forms the next generation and continues from its state.
   void reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t);
@@ -199,6 +220,7 @@ class DistTrainer {
   std::unique_ptr<Dataset> train_, test_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<ParallelStrategy> strategy_;
+  bool token_mean_ = false;      // the loss is the token mean (the dataset has ignored targets)
   int64_t step_ = 0;
   int epoch_ = 0;
   size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/sampler.h)

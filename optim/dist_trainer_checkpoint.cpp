@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "models/checkpoint.h"
+#include "models/gpt2_weights.h"
 
 // DistTrainer's checkpoints: writing a step's files and `latest`, and resuming.
 namespace dpt {
@@ -72,18 +73,25 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
   strategy_->save_optimizer_state(model_path);
   strategy_->expose_full_parameters();  // ZeRO-3: the whole model; mixed precision: the masters
   if (comm_->rank() == 0)
-    save_model(model_path, *model_,
-               {{"step", std::to_string(step)},
-                {"epoch", std::to_string(epoch)},
-                {"batches_done", std::to_string(batches_done)},
-                {"world_size", std::to_string(comm_->size())},
-                {"zero_stage", std::to_string(strategy_->zero_stage())},
-                {"sample_position", std::to_string(position_)},
-                {"model", config_.model}});
+    write_model_file(dir.string(), {{"step", std::to_string(step)},
+                                    {"epoch", std::to_string(epoch)},
+                                    {"batches_done", std::to_string(batches_done)},
+                                    {"world_size", std::to_string(comm_->size())},
+                                    {"zero_stage", std::to_string(strategy_->zero_stage())},
+                                    {"sample_position", std::to_string(position_)},
+                                    {"rng_step", std::to_string(model_->rng_step())},
+                                    {"model", config_.model}});
   comm_->barrier();  // every rank's files are in place before `latest` moves
   if (comm_->rank() == 0) write_latest(config_.checkpoint_dir, dir.filename().string());
   strategy_->restore_working_parameters();
   comm_->barrier();
+}
+
+void DistTrainer::write_model_file(const std::string& dir, const Metadata& metadata) const {
+  if (config_.model == "gpt2")
+    save_gpt2_pretrained(dir, model_->param_infos(), model_->flat_params(), config_.model_config, metadata);
+  else
+    save_model((fs::path(dir) / "model.safetensors").string(), *model_, metadata);
 }
 
 bool DistTrainer::load_latest_checkpoint() {
@@ -97,6 +105,8 @@ bool DistTrainer::load_latest_checkpoint() {
   // world size).
   strategy_->load_optimizer_state(model_path);
   step_ = required_int(meta, "step", model_path);
+  // Dropout's masks continue where they were (written before rng_step was: from 0).
+  if (meta.count("rng_step")) model_->set_rng_step(uint64_t(required_int(meta, "rng_step", model_path)));
   epoch_ = int(required_int(meta, "epoch", model_path));
   // Where the epoch's order stands: exact at any world size (data/sampler.h's start).
   if (meta.count("sample_position")) {

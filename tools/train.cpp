@@ -93,6 +93,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("elastic-snapshot-every", po::value(&c.cfg.elastic_snapshot_every)->default_value(10), "elastic ZeRO: steps between in-memory copies of every shard on its ring neighbour (the steps a failure may cost)")
     ("elastic", po::bool_switch(&c.elastic), "survive dead ranks: the others re-form a smaller group and go on; newcomers join at a step boundary (tcp backend, under launch --elastic; docs/elastic.md)")
     ("debug-collectives", po::bool_switch()->notifier([](bool on) { if (on) ::setenv("COMM_DEBUG_COLLECTIVES", "1", 1); }), "check before each collective that all ranks issue the same one (COMM_DEBUG_COLLECTIVES=1)")
+    ("ignore-memory-check", po::bool_switch()->notifier([&c](bool on) { c.cfg.memory_check = !on; }), "start even when the model states and activations estimated per host exceed its available memory (docs/gpt2.md)")
     ("exit-after-step", po::value(&c.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
     ("debug-uneven", po::value(&c.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
     ("debug-signal", po::value(&c.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP][,...] sends SIGKILL (or SIGSTOP) to the process that started as rank R, inside step S at forward, backward, sync or update")

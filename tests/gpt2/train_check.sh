@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# GPT-2 in the distributed trainer (issue 17), one scenario per invocation:
+#   train_check.sh <bin dir> <scenario>
+# A tiny gpt2 (2 blocks, width 32, GPT-2's vocabulary) on text-docs: documents of
+# different lengths, so ranks and micro-batches hold different numbers of target tokens.
+set -euo pipefail
+bin=$1 scenario=$2
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+mpi() { local np=$1; shift; mpiexec --oversubscribe --bind-to none -n "$np" "$bin/train" "$@"; }
+run() { local name=$1; shift; "$@" --metrics-out "$work/$name.jsonl" --checkpoint-dir "$work/$name" > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }; }
+cmp_runs() { "$bin/compare_runs" --metrics "$work/$1.jsonl" "$work/$2.jsonl" --model "$work/$1/model.safetensors" "$work/$2/model.safetensors" "${@:3}"; }
+
+# 40 documents of 1 to 40 words (3 to ~45 tokens): with --seq-len 24 some are truncated,
+# most padded, and every batch's target count differs from its neighbours'.
+docs=$work/docs.txt
+for i in $(seq 1 40); do
+  len=$(( (i * 17) % 40 + 1 ))
+  line=""
+  for w in $(seq 1 $len); do line+="word$(( (i * w) % 23 )) "; done
+  echo "doc $i: $line" >> "$docs"
+done
+tiny=(--model gpt2 --gpt-layers 2 --gpt-heads 2 --gpt-dim 32 --n-positions 32 --seq-len 24 --dropout 0
+      --dataset text-docs --data-dir "$docs" --lr-schedule constant --no-shuffle
+      --log-every 1 --max-eval-samples 4 --bucket-mb 0.5 --first-bucket-mb 0.1)
+# N ranks against 1 with SGD: the key bias's gradient is exactly 0 in exact arithmetic
+# (softmax ignores a constant added to every score), so in floats it is rounding noise
+# that Adam would normalise into lr-sized steps differing between the two runs.
+sgd=(--optimizer sgd --momentum 0.9 --lr 0.05)
+adam=(--optimizer adam --lr 1e-3)
+
+case $scenario in
+  token-loss)  # the mean over the global batch's target tokens: 2 ranks x 2 = 1 rank x 4, accumulation too;
+               # ZeRO-1/2/3 = DDP
+    run single "$bin/train" "${tiny[@]}" "${sgd[@]}" --steps 8 --batch-size 4
+    run ddp mpi 2 "${tiny[@]}" "${sgd[@]}" --backend mpi --steps 8 --batch-size 2
+    run accum mpi 2 "${tiny[@]}" "${sgd[@]}" --backend mpi --steps 8 --batch-size 1 --grad-accum 2
+    cmp_runs single ddp --rtol 1e-5
+    cmp_runs single accum --rtol 1e-5
+    # Adam (the tutorials' optimizer) for the stages: the same reduction order, so the
+    # same noise, at 2 ranks.
+    run adam_ddp mpi 2 "${tiny[@]}" "${adam[@]}" --backend mpi --steps 8 --batch-size 2
+    for z in 1 2 3; do
+      run z$z mpi 2 "${tiny[@]}" "${adam[@]}" --backend mpi --steps 8 --batch-size 2 --zero $z
+      cmp_runs adam_ddp z$z --rtol 1e-6
+    done ;;
+  hf-checkpoint)  # checkpoints in GPT2LMHeadModel's layout with config.json (DDP; ZeRO-3 after
+                  # zero_consolidate); a resume with dropout 0.1 continues bit for bit; --init-from reads one
+    hf=(--model gpt2 --gpt-layers 2 --gpt-heads 2 --gpt-dim 32 --n-positions 32 --seq-len 24
+        --dataset text-docs --data-dir "$docs" --lr-schedule constant --no-shuffle
+        --log-every 1 --max-eval-samples 4 "${adam[@]}" --steps 8 --batch-size 2 --save-every 4)
+    check=(/usr/bin/python3 "$here/check_hf_checkpoint.py" --layers 2 --heads 2 --width 32 --vocab 50257 --positions 32)
+    run full "$bin/launch" -n 2 "$bin/train" "${hf[@]}"
+    "$bin/launch" -n 2 "$bin/train" "${hf[@]}" --checkpoint-dir "$work/crash" --exit-after-step 6 > "$work/crash.log" 2>&1 \
+      && { echo "FAIL: the crash run did not die"; exit 1; }
+    [[ $(cat "$work/crash/latest") == step_4 ]] || { echo "FAIL: latest checkpoint is not step_4"; exit 1; }
+    run crash "$bin/launch" -n 2 "$bin/train" "${hf[@]}" --resume
+    head -1 "$work/crash.jsonl" | grep -q '"step":5' || { echo "FAIL: resume did not continue at step 5"; exit 1; }
+    cmp_runs full crash --rtol 0 --from-step 4
+    run z3 "$bin/launch" -n 2 "$bin/train" "${hf[@]}" --zero 3
+    "$bin/zero_consolidate" "$work/z3" > /dev/null
+    "${check[@]}" "$work/full/step_4" "$work/full" "$work/z3/step_8" "$work/z3"
+    cmp_runs full z3 --rtol 1e-6
+    # --init-from a checkpoint: the shape from the file (heads from config.json beside it);
+    # with lr 0 the parameters written at the end are the file's, bit for bit.
+    "$bin/train" --model gpt2 --init-from "$work/full/step_4/model.safetensors" --seq-len 24 --dataset text-docs \
+      --data-dir "$docs" --optimizer adam --lr 0 --steps 1 --batch-size 2 --max-eval-samples 4 --checkpoint-dir "$work/init" \
+      > "$work/init.log" 2>&1 || { cat "$work/init.log"; exit 1; }
+    "${check[@]}" "$work/init"
+    /usr/bin/python3 "$here/check_hf_checkpoint.py" --same "$work/full/step_4" "$work/init" ;;
+  memory-refusal)  # gpt2-large (774M) at 4 ranks: DDP and ZeRO-1 refuse before allocating, naming the
+                   # bytes per host, the bytes available and the lowest stage that fits; in seconds, low RSS
+    large=(--model gpt2 --gpt2-size 774M --optimizer adam --batch-size 4 --seq-len 64 --steps 3)
+    refuse() {  # <name> <expected text> <train args...>: must fail fast with the message, small RSS
+      local name=$1 want=$2; shift 2
+      local t0; t0=$(date +%s.%N)
+      if /usr/bin/time -f "maxrss_kib=%M" -o "$work/$name.rss" timeout 60 "$bin/launch" -n 4 "$bin/train" "$@" \
+           > "$work/$name.log" 2>&1; then echo "FAIL: $name was not refused"; cat "$work/$name.log"; exit 1; fi
+      local dt; dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+      local rss; rss=$(sed -n 's/^maxrss_kib=//p' "$work/$name.rss")
+      grep -qF -- "$want" "$work/$name.log" || { echo "FAIL: $name: no '$want' in:"; cat "$work/$name.log"; exit 1; }
+      awk -v t="$dt" -v r="$rss" 'BEGIN { if (t > 15 || r > 512 * 1024) { print "FAIL: " t " s, max RSS " r " KiB"; exit 1 } }'
+      echo "$name: refused in $dt s, largest process RSS $rss KiB: $(grep -m1 -o 'needs.*' "$work/$name.log")"
+    }
+    # First (so that a build without the check fails here, not by allocating gpt2-large):
+    # any model: the tiny gpt2 refused with 1 MB available, and --ignore-memory-check runs it.
+    DPT_MEM_AVAILABLE_BYTES=1000000 refuse tiny "DDP at 4 ranks needs" "${tiny[@]}" "${adam[@]}" --steps 1 --batch-size 1
+    # 35 GB available (faked, so the test does not depend on this machine's free memory):
+    # 4 x (16 P + activations) = 53.6 GB for DDP, 4 x (10 P + activations) = 35.06 GB for
+    # ZeRO-1, 4 x (8 P + 12 P / 4) = 34.06 GB for ZeRO-2 and 3 (a rank builds the whole
+    # model, then its shards, before it releases what it does not own).
+    export DPT_MEM_AVAILABLE_BYTES=35000000000
+    refuse ddp "DDP at 4 ranks needs 53635375104 bytes (49.95 GiB) per host" "${large[@]}"
+    grep -qF "but 35000000000 bytes (32.60 GiB) are available (DPT_MEM_AVAILABLE_BYTES). The lowest ZeRO stage that fits is --zero 2." \
+      "$work/ddp.log" || { echo "FAIL: the refusal does not name the bytes available and --zero 2"; exit 1; }
+    refuse zero1 "ZeRO-1 at 4 ranks needs 35058653184 bytes" "${large[@]}" --zero 1
+    grep -qF "The lowest ZeRO stage that fits is --zero 2." "$work/zero1.log" || { echo "FAIL: zero1 does not name --zero 2"; exit 1; }
+    # About this host's 24 GB: no stage fits 4 ranks (gpt2-large was OOM-killed so).
+    DPT_MEM_AVAILABLE_BYTES=22000000000 refuse none "ZeRO-3 at 4 ranks needs 34057323520 bytes" "${large[@]}" --zero 3
+    grep -qF "No ZeRO stage fits with 4 ranks on this host" "$work/none.log" || { echo "FAIL: no 'no stage fits'"; exit 1; }
+    DPT_MEM_AVAILABLE_BYTES=1000000 run tiny_ignored "$bin/launch" -n 2 "$bin/train" "${tiny[@]}" "${adam[@]}" --steps 1 \
+      --batch-size 1 --ignore-memory-check
+    grep -q "^\[rank 0\] final:.*steps=1 " "$work/tiny_ignored.log" || { echo "FAIL: --ignore-memory-check did not run"; exit 1; } ;;
+  *) echo "unknown scenario '$scenario'" >&2; exit 2 ;;
+esac
+echo "PASS $scenario"
