@@ -35,17 +35,26 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(std::move(config)), comm_(&comm) {
   if (config_.grad_accum < 1) throw std::invalid_argument("--grad-accum must be at least 1");
   if (config_.batch_size < 1) throw std::invalid_argument("--batch-size must be at least 1");
-  model_ = make_model(config_.model, config_.model_config);
-  // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
-  if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
-  else if (config_.device != "cpu") throw std::invalid_argument("--device '" + config_.device + "': valid are cpu, cuda");
+  if (config_.device != "cpu" && config_.device != "cuda")
+    throw std::invalid_argument("--device '" + config_.device + "': valid are cpu, cuda");
   std::string ds = config_.dataset.empty() ? default_dataset(config_.model) : config_.dataset;
   if (ds == "synthetic") ds = config_.model == "toy" ? "synthetic-regression" : "synthetic-classification";
   DatasetOptions opts;
   opts.path = config_.data_dir;
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
+  opts.image = config_.image;
   train_ = make_dataset(ds, Split::train, opts);
+  opts.image.augment = Augment::none;  // held-out data is never augmented
   test_ = make_dataset(ds, Split::test, opts);
+  // The model's input channels and image size come from the data (as in train_local).
+  adapt_model_to_images(*train_, config_.model_config);
+  model_ = make_model(config_.model, config_.model_config);
+  // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
+  if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
+  if (config_.sync_bn) {
+    sync_bn_ = std::make_unique<CommBatchStatsReducer>(*comm_);
+    model_->set_batch_stats_reducer(sync_bn_.get());
+  }
   if (config_.lr_schedule == "cosine") {
     // The cosine reaches its floor at the end of the run: steps, or all epochs' steps.
     const size_t n = size_t(comm.size());
@@ -63,8 +72,10 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   if (config_.resume && !load_latest_checkpoint())
     throw std::runtime_error("--resume: no checkpoint found in '" + config_.checkpoint_dir + "'");
   // Every rank starts from rank 0's parameters, verified by checksum (after a resume
-  // too: a rank that read a different file is caught here).
+  // too: a rank that read a different file is caught here), and its buffers (PyTorch DDP
+  // syncs the module states at construction whatever broadcast_buffers says).
   strategy_->broadcast_parameters();
+  strategy_->broadcast_buffers();
 }
 
 DistTrainer::~DistTrainer() {
@@ -78,6 +89,7 @@ void DistTrainer::set_communicator(Communicator& comm) {
                                 std::to_string(comm.size()) + ", the old one " + std::to_string(comm_->rank()) + " of " +
                                 std::to_string(comm_->size()));
   strategy_->set_communicator(comm);
+  if (sync_bn_) sync_bn_->set_communicator(comm);
   comm_ = &comm;
 }
 
@@ -91,6 +103,11 @@ EvalResult DistTrainer::evaluate() {
   const size_t total = config_.max_eval_samples ? std::min(config_.max_eval_samples, test_->size()) : test_->size();
   const size_t n = size_t(comm_->size()), r = size_t(comm_->rank());
   const size_t lo = total * r / n, hi = total * (r + 1) / n;
+  // PyTorch's DDP forward broadcasts the buffers in evaluation too when the last
+  // training forward synchronised; a no-grad forward then clears the flag. So every
+  // rank's slice is evaluated with rank 0's running statistics.
+  if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
+  buffers_due_ = false;
   EvalSums sums = evaluate_slice(*model_, *test_, lo, hi, kEvalBatch);
   // Collective forwards (ZeRO-3 gathers every layer): ranks with fewer batches than
   // the largest slice (ceil(total / n) samples) run throwaway forwards.
@@ -118,7 +135,13 @@ std::pair<double, double> DistTrainer::train_step(std::vector<Batch>& micro, Tot
   strategy_->zero_grad();
   double loss_sum = 0, samples = 0;
   for (int m = 0; m < config_.grad_accum; ++m) {
-    strategy_->begin_backward(m == config_.grad_accum - 1);
+    const bool sync = m == config_.grad_accum - 1;
+    strategy_->begin_backward(sync);
+    // PyTorch DDP's rule: a training forward broadcasts rank 0's buffers when the
+    // previous one synchronised gradients, i.e. before each step's first micro-step and
+    // not before the later no-sync ones.
+    if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
+    buffers_due_ = sync;
     phase("forward");
     model_->forward(model_input(micro[size_t(m)]), true);
     const float loss = model_->loss(model_target(micro[size_t(m)]), 1.0f / float(config_.grad_accum));
@@ -266,12 +289,15 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     sum.eval = evaluate();
     if (cb.on_eval) cb.on_eval(step_, sum.eval);
   }
-  if (!config_.checkpoint_dir.empty()) {
+  if (!config_.checkpoint_dir.empty() || !config_.state_dump.empty()) {
     strategy_->expose_full_parameters();
-    if (comm_->rank() == 0) {
+    if (comm_->rank() == 0 && !config_.checkpoint_dir.empty()) {
       fs::create_directories(config_.checkpoint_dir);
       save_model(final_model_path(), *model_, {{"step", std::to_string(step_)}});
     }
+    if (!config_.state_dump.empty())  // test hook: each rank's own state, to compare across ranks
+      save_model(config_.state_dump + ".rank" + std::to_string(comm_->rank()) + ".safetensors", *model_,
+                 {{"step", std::to_string(step_)}});
     strategy_->restore_working_parameters();
     comm_->barrier();
   }

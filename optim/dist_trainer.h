@@ -23,11 +23,13 @@
 #include "comm/communicator.h"
 #include "comm/store/elastic_membership.h"
 #include "data/dataset.h"
+#include "data/image_transform.h"
 #include "models/model_config.h"
 #include "models/module.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "optim/parallel_strategy.h"
+#include "optim/sync_batch_norm.h"
 #include "optim/trainer_common.h"
 #include "optim/zero_memory.h"
 
@@ -63,6 +65,13 @@ struct DistTrainConfig {
   bool elastic_join = false;     // elastic: this process joins a running job (state comes from the members)
   int64_t elastic_snapshot_every = 10;  // elastic ZeRO: steps between neighbour snapshots (K)
   std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
+  std::string state_dump;        // test hook: at the end every rank writes its model (parameters at full
+                                 //   precision and buffers) to <state_dump>.rank<r>.safetensors
+  ImageOptions image;            // image datasets: padding (both splits), augmentation (training split)
+  // BatchNorm under data parallelism (docs/resnet.md):
+  bool broadcast_buffers = true; // rank 0's buffers to every rank before each step's first training
+                                 //   forward (PyTorch DDP's broadcast_buffers=True)
+  bool sync_bn = false;          // every BatchNorm is a SyncBatchNorm over the trainer's communicator
 };
 
 // Elastic training (train --elastic, docs/elastic.md): when a peer dies the survivors
@@ -199,6 +208,11 @@ class DistTrainer {
   std::unique_ptr<Dataset> train_, test_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<ParallelStrategy> strategy_;
+  std::unique_ptr<CommBatchStatsReducer> sync_bn_;  // --sync-bn
+  // PyTorch's require_forward_param_sync: the last forward was a training forward of a
+  // synchronising micro-step, so the next forward (training or evaluation) broadcasts
+  // the buffers first.
+  bool buffers_due_ = true;
   int64_t step_ = 0;
   int epoch_ = 0;
   size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/sampler.h)

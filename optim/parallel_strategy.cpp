@@ -35,6 +35,11 @@ void broadcast_verified(Communicator& comm, std::span<float> params, const std::
                              "] hold different bytes (checksum mismatch)");
 }
 
+void ParallelStrategy::broadcast_buffers() {
+  auto b = model_.flat_buffers();
+  if (!b.empty()) comm_->broadcast(Buffer{b.data(), b.size(), DType::f32, {}}, 0);
+}
+
 void ParallelStrategy::load_optimizer_state(const std::string& model_path) {
   // The overlapping slices of whatever the checkpoint holds: one full file (DDP, or
   // consolidated) or the shard files of a ZeRO run at any world size.

@@ -92,6 +92,10 @@ class ParallelStrategy {
   // Collective: every rank takes rank 0's parameters, verified by a checksum
   // allgather (std::runtime_error naming the ranks that differ).
   virtual void broadcast_parameters() = 0;
+  // Collective: every rank takes rank 0's buffers (BatchNorm running statistics; PyTorch
+  // DDP's broadcast_buffers). Every stage keeps buffers whole on every rank, so this is
+  // one broadcast of Module::flat_buffers() for all of them; nothing when there are none.
+  void broadcast_buffers();
   // The backend switch: only between steps; the new communicator has the same ranks.
   virtual void set_communicator(Communicator& comm) = 0;
 

@@ -26,6 +26,7 @@
 #include "models/checkpoint.h"
 #include "optim/dist_trainer.h"
 #include "tools/gpt2_flags.h"
+#include "tools/image_flags.h"
 
 namespace po = boost::program_options;
 using dpt::DistTrainConfig;
@@ -44,6 +45,8 @@ struct Cli {
   float lr = 1e-3f;
   std::string uneven, debug_signal;
   dpt::tools::Gpt2Flags gpt2;
+  dpt::tools::ImageFlags image;
+  bool no_broadcast_buffers = false;
 };
 
 void add_options(po::options_description& d, Cli& c) {
@@ -104,7 +107,12 @@ void add_options(po::options_description& d, Cli& c) {
     ("cnn-c1", po::value(&m.cnn_c1)->default_value(16), "CNN first conv channels")
     ("cnn-c2", po::value(&m.cnn_c2)->default_value(32), "CNN second conv channels")
     ("resnet-stem", po::value(&m.resnet_stem)->default_value("imagenet"), "resnet18: imagenet (torchvision's 7x7/2 conv + max-pool) or cifar (3x3/1 conv, no max-pool)");
+  d.add_options()
+    ("no-broadcast-buffers", po::bool_switch(&c.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
+    ("sync-bn", po::bool_switch(&c.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")
+    ("debug-state-dump", po::value(&c.cfg.state_dump)->default_value(""), "testing: at the end every rank writes its parameters and buffers to PREFIX.rank<r>.safetensors");
   dpt::tools::add_gpt2_options(d, c.gpt2);
+  dpt::tools::add_image_options(d, c.image);
 }
 
 std::string box(const std::vector<std::pair<std::string, std::string>>& rows) {
@@ -198,6 +206,8 @@ int main(int argc, char** argv) {
     if (c.device != "cpu" && c.device != "cuda") throw std::invalid_argument("--device '" + c.device + "': valid are cpu, cuda");
     c.cfg.device = c.device;
     c.cfg.shuffle = !c.no_shuffle;
+    c.cfg.image = dpt::tools::image_options(c.image, c.cfg.seed);
+    c.cfg.broadcast_buffers = !c.no_broadcast_buffers;
     c.cfg.lr_config.lr = c.lr;
     if (!(c.bucket_mb > 0) || c.bucket_mb > 1 << 20)
       throw std::invalid_argument("--bucket-mb " + fmt("%g", c.bucket_mb) + ": must be a size in MiB, > 0");
@@ -268,6 +278,8 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::cout << box({{"model", c.cfg.model + " (" + std::to_string(params) + " parameters, " + fmt("%.2f", params * 4.0 / (1 << 20)) + " MiB)"},
                         {"dataset", trainer.train_set().name() + " (" + std::to_string(trainer.train_set().size()) + " samples)"},
+                        {"input", dpt::tools::shape_text(trainer.model().sample_shape()) + ", augmentation " + dpt::augment_name(c.cfg.image.augment)},
+                        {"BatchNorm", trainer.model().flat_buffers().empty() ? "none" : std::to_string(trainer.model().flat_buffers().size()) + " buffer values, " + (c.cfg.broadcast_buffers ? "broadcast from rank 0 each step" : "per rank (not broadcast)") + (c.cfg.sync_bn ? ", SyncBatchNorm" : "")},
                         {"world size", std::to_string(world)},
                         {"device", c.device == "cuda" ? "cuda (model on the GPU; optimizer and gradient exchange on host buffers)" : "cpu"},
                         {"backend", comm->backend_name() + (c.switch_backend.empty() ? "" : " (switch at " + c.switch_backend + ")")},
