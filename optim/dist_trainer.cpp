@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -51,6 +52,12 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   model_ = make_model(config_.model, config_.model_config);
   // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
   if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
+  if (config_.parallel.precision == DType::f16) {
+    // fp16 activations and gradients (emulated on the CPU: overflow and underflow are
+    // real); the strategy keeps fp16 working weights and fp32 masters.
+    model_->set_compute_precision(ComputePrecision::kF16);
+    scaler_ = std::make_unique<LossScaler>(config_.loss_scaler);
+  }
   if (config_.sync_bn) {
     sync_bn_ = std::make_unique<CommBatchStatsReducer>(*comm_);
     model_->set_batch_stats_reducer(sync_bn_.get());
@@ -134,6 +141,7 @@ std::pair<double, double> DistTrainer::train_step(std::vector<Batch>& micro, Tot
   const PcieBytes pcie0 = pcie_so_far(*model_);
   strategy_->zero_grad();
   double loss_sum = 0, samples = 0;
+  const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
   for (int m = 0; m < config_.grad_accum; ++m) {
     const bool sync = m == config_.grad_accum - 1;
     strategy_->begin_backward(sync);
@@ -144,7 +152,7 @@ std::pair<double, double> DistTrainer::train_step(std::vector<Batch>& micro, Tot
     buffers_due_ = sync;
     phase("forward");
     model_->forward(model_input(micro[size_t(m)]), true);
-    const float loss = model_->loss(model_target(micro[size_t(m)]), 1.0f / float(config_.grad_accum));
+    const float loss = model_->loss(model_target(micro[size_t(m)]), loss_scale / float(config_.grad_accum));
     phase("backward");
     model_->backward();
     loss_sum += double(loss) * double(micro[size_t(m)].n);
@@ -152,9 +160,15 @@ std::pair<double, double> DistTrainer::train_step(std::vector<Batch>& micro, Tot
   }
   phase("sync");
   strategy_->end_backward();
-  if (config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
+  if (comm_->rank() == config_.inject_inf_rank && step_ + 1 == config_.inject_inf_step && !strategy_->owned_grads().empty())
+    strategy_->owned_grads()[0] = std::numeric_limits<float>::infinity();  // test hook
+  // fp16: unscale, and every rank agrees whether any gradient overflowed (GradScaler).
+  const bool skip = scaler_ && scaler_->unscale_and_check(strategy_->owned_grads(), *comm_);
+  if (!skip && config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
   phase("update");
-  strategy_->step(lr);
+  if (skip) strategy_->skip_step();
+  else strategy_->step(lr);
+  if (scaler_) scaler_->update(skip);
   const CommStats& cs = strategy_->last_stats();
   const PcieBytes pcie1 = pcie_so_far(*model_);
   t.pcie.to_host += pcie1.to_host - pcie0.to_host;
@@ -249,7 +263,8 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
           double ls[2] = {loss_sum, samples};  // mean over all ranks' samples
           comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
           StepLog l{step_,    epoch_,   ls[0] / ls[1], lr, double(t.samples_done) * n / std::max(t.train_time, 1e-9),
-                    cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_};
+                    cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_,
+                    scaler_ ? scaler_->scale() : 0.0f, scaler_ ? scaler_->state().skipped_steps : 0};
           sum.last_loss = l.loss;
           if (cb.on_log) cb.on_log(l);
         }
@@ -306,6 +321,10 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
   sum.backend = comm_->backend_name();
   sum.world_size = n;
   sum.steps = step_;
+  if (scaler_) {
+    sum.loss_scale = scaler_->scale();
+    sum.skipped_steps = scaler_->state().skipped_steps;
+  }
   sum.time_s = since(t_start);
   sum.samples_per_s = double(t.samples_done) * n / std::max(t.train_time, 1e-9);
   sum.step_s = t.steps_run > 0 ? t.train_time / double(t.steps_run) : 0;

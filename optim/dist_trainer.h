@@ -26,6 +26,7 @@
 #include "data/image_transform.h"
 #include "models/model_config.h"
 #include "models/module.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "optim/parallel_strategy.h"
@@ -72,6 +73,11 @@ struct DistTrainConfig {
   bool broadcast_buffers = true; // rank 0's buffers to every rank before each step's first training
                                  //   forward (PyTorch DDP's broadcast_buffers=True)
   bool sync_bn = false;          // every BatchNorm is a SyncBatchNorm over the trainer's communicator
+  // parallel.precision f16: the model computes in (emulated) fp16 and a dynamic loss
+  // scaler (loss_scaler.h) scales the loss and skips steps with inf/NaN gradients.
+  LossScalerConfig loss_scaler;
+  int inject_inf_rank = -1;      // test hook: this rank sets one of its synchronized gradients
+  int64_t inject_inf_step = 0;   //   to inf in this step (before the scaler's check)
 };
 
 // Elastic training (train --elastic, docs/elastic.md): when a peer dies the survivors
@@ -114,6 +120,8 @@ struct StepLog {
   int64_t comm_bytes = 0;        // of the last step (CommStats::bytes)
   int world_size = 0;
   size_t sample_begin = 0, sample_end = 0;  // the step's positions in the epoch's order (all ranks)
+  float loss_scale = 0;          // fp16: the loss scale after this step (0: no scaler)
+  int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients so far
 };
 
 // Host<->device bytes of a step on CUDA: the model mirror's parameter uploads and
@@ -137,6 +145,8 @@ struct TrainSummary {
   int world_size = 0;            // at the end (elastic: after any membership change)
   int recoveries = 0;            // elastic: membership changes after a failure
   int64_t lost_steps = 0;        // elastic: completed steps given up in those
+  float loss_scale = 0;          // fp16: at the end (0: no scaler)
+  int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients
 };
 
 // What run() reports as it goes; every callback fires on every rank (print on rank 0).
@@ -209,6 +219,7 @@ class DistTrainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<ParallelStrategy> strategy_;
   std::unique_ptr<CommBatchStatsReducer> sync_bn_;  // --sync-bn
+  std::unique_ptr<LossScaler> scaler_;              // --precision fp16
   // PyTorch's require_forward_param_sync: the last forward was a training forward of a
   // synchronising micro-step, so the next forward (training or evaluation) broadcasts
   // the buffers first.
