@@ -8,6 +8,8 @@
 #   sync-bn   --sync-bn at N ranks (N = 2, 3) x batch 6/N == 1 rank x batch 6 (losses,
 #             parameters and buffers within 1e-5), and plain BatchNorm at N ranks is not.
 #             SWITCH=1: the same with the backend switched from tcp to mpi after step 1.
+#   tutorial  the DDP tutorial's job, 12 steps: its sharded evaluation equals train_local's
+#             evaluation of the model it saved.
 set -euo pipefail
 bin=$1 scenario=$2 n=${3:-2}
 source "$(dirname "$0")/check_lib.sh"
@@ -66,5 +68,25 @@ PY
     run plain launch "$n" "${scommon[@]}" --batch-size $((6 / n))
     if cmp_runs single plain --rtol 1e-5 --atol 1e-7 > "$work/plain.cmp"; then echo "FAIL: plain BatchNorm matched the global batch"; exit 1; fi
     tail -3 "$work/plain.cmp" ;;
+  tutorial)
+    # The DDP tutorial's job, shortened: ResNet-18 on Fashion-MNIST padded to 32x32 with
+    # RandomCrop + flip, SGD lr 0.1 momentum 0.9 weight decay 1e-5, 12 steps of 8 per rank.
+    # The held-out evaluation (sharded over the ranks, every rank with rank 0's buffers)
+    # equals train_local's evaluation of the saved model on the same samples.
+    run tut launch "$n" --model resnet18 --image-size 32 --augment crop-flip --optimizer sgd --lr 0.1 --momentum 0.9 \
+      --weight-decay 1e-5 --lr-schedule constant --steps 12 --batch-size 8 --log-every 4 --max-eval-samples 200
+    grep -q "1x32x32, augmentation crop-flip" "$work/tut.log" || { echo "FAIL: the input is not 1x32x32 with crop-flip"; cat "$work/tut.log"; exit 1; }
+    line=$(grep -E "eval +step 12: " "$work/tut.log") || { echo "FAIL: no evaluation at step 12"; exit 1; }
+    echo "$line"
+    loss=$(num "$(sed -En 's/.*test_loss ([0-9.]+).*/\1/p' <<< "$line")" test_loss)
+    acc=$(num "$(sed -En 's/.*test_acc ([0-9.]+).*/\1/p' <<< "$line")" test_acc)
+    "$bin/train_local" --model resnet18 --image-size 32 --init-from "$work/tut/model.safetensors" --eval-only --eval-samples 200 \
+      > "$work/local.log" 2>&1 || { cat "$work/local.log"; exit 1; }
+    local_line=$(grep "eval-only:" "$work/local.log"); echo "$local_line"
+    lloss=$(num "$(sed -En 's/.*loss ([0-9.]+) accuracy.*/\1/p' <<< "$local_line")" "train_local loss")
+    lacc=$(num "$(sed -En 's/.*accuracy ([0-9.]+).*/\1/p' <<< "$local_line")" "train_local accuracy")
+    # Equal up to the printed digits (the sum over the ranks' slices is added in another order).
+    awk -v a="$acc" -v b="$lacc" -v l="$loss" -v m="$lloss" 'BEGIN { d = l - m; if (d < 0) d = -d; if (a != b || d > 6e-5 + 1e-6 * l) exit 1 }' ||
+      { echo "FAIL: distributed evaluation ($loss, $acc) differs from the saved model's ($lloss, $lacc)"; exit 1; } ;;
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
