@@ -160,6 +160,11 @@ std::pair<double, double> DistTrainer::train_step(std::vector<Batch>& micro, Tot
   }
   phase("sync");
   strategy_->end_backward();
+  if (config_.count_zero_grads) {
+    const auto g = strategy_->owned_grads();
+    t.zero_grads += double(std::count(g.begin(), g.end(), 0.0f));
+    t.grads_seen += double(g.size());
+  }
   if (comm_->rank() == config_.inject_inf_rank && step_ + 1 == config_.inject_inf_step && !strategy_->owned_grads().empty())
     strategy_->owned_grads()[0] = std::numeric_limits<float>::infinity();  // test hook
   // fp16: unscale, and every rank agrees whether any gradient overflowed (GradScaler).
@@ -321,6 +326,11 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
   sum.backend = comm_->backend_name();
   sum.world_size = n;
   sum.steps = step_;
+  if (t.grads_seen > 0) {  // over all ranks' owned gradients
+    double z[2] = {t.zero_grads, t.grads_seen};
+    comm_->allreduce(Buffer{z, 2, DType::f64, {}}, ReduceOp::sum);
+    sum.zero_grad_frac = z[0] / z[1];
+  }
   if (scaler_) {
     sum.loss_scale = scaler_->scale();
     sum.skipped_steps = scaler_->state().skipped_steps;

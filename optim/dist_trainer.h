@@ -76,6 +76,8 @@ struct DistTrainConfig {
   // parallel.precision f16: the model computes in (emulated) fp16 and a dynamic loss
   // scaler (loss_scaler.h) scales the loss and skips steps with inf/NaN gradients.
   LossScalerConfig loss_scaler;
+  bool count_zero_grads = false; // measurement: the fraction of synchronized gradient elements that are
+                                 //   exactly 0 (fp16 without loss scaling: underflow on top of fp32's zeros)
   int inject_inf_rank = -1;      // test hook: this rank sets one of its synchronized gradients
   int64_t inject_inf_step = 0;   //   to inf in this step (before the scaler's check)
 };
@@ -145,6 +147,7 @@ struct TrainSummary {
   int world_size = 0;            // at the end (elastic: after any membership change)
   int recoveries = 0;            // elastic: membership changes after a failure
   int64_t lost_steps = 0;        // elastic: completed steps given up in those
+  double zero_grad_frac = 0;     // count_zero_grads: over every step's owned gradients
   float loss_scale = 0;          // fp16: at the end (0: no scaler)
   int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients
 };
@@ -194,6 +197,7 @@ class DistTrainer {
   struct Totals {
     double train_time = 0;
     int64_t samples_done = 0, steps_run = 0, comm_bytes = 0;
+    double zero_grads = 0, grads_seen = 0;  // count_zero_grads
     PcieBytes pcie;
     TrainSummary sum;
   };

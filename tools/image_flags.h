@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,12 @@ inline void add_image_options(boost::program_options::options_description& d, Im
 // Call after notify: the parsed options, the augmentation seeded by the data seed.
 inline ImageOptions image_options(const ImageFlags& f, uint64_t seed) {
   ImageOptions o = f.image;
-  o.augment = parse_augment(f.augment);
+  try {
+    o.augment = parse_augment(f.augment);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--augment: ") + e.what());
+  }
+  if (o.pad_to < 0) throw std::invalid_argument("--image-size must be >= 0, got " + std::to_string(o.pad_to));
   o.seed = seed;
   return o;
 }

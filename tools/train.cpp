@@ -88,6 +88,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("precision", po::value(&c.precision)->default_value("fp32"), "fp32 | bf16 | fp16: 16-bit working weights and gradients (on the wire too) with fp32 master weights; fp16 also computes activations and gradients in fp16 (emulated on the CPU) with a dynamic loss scaler")
     ("loss-scale-init", po::value(&c.cfg.loss_scaler.init_scale)->default_value(65536.0f), "fp16: initial loss scale (GradScaler's init_scale)")
     ("loss-scale-window", po::value(&c.cfg.loss_scaler.growth_interval)->default_value(2000), "fp16: clean steps before the loss scale doubles (GradScaler's growth_interval); an inf/NaN gradient halves it and skips the step")
+    ("count-zero-grads", po::bool_switch(&c.cfg.count_zero_grads), "measure the fraction of synchronized gradient elements that are exactly 0 (final line: zero_grad_frac); fp16 without loss scaling against fp32 shows the underflow")
     ("debug-inject-inf", po::value(&c.inject_inf)->default_value(""), "testing: R:K sets one of rank R's synchronized gradients to inf in step K")
     ("checkpoint-dir", po::value(&c.cfg.checkpoint_dir)->default_value(""), "save checkpoints here")
     ("save-every", po::value(&c.cfg.save_every)->default_value(0), "steps between checkpoints")
@@ -218,6 +219,7 @@ int main(int argc, char** argv) {
       c.cfg.inject_inf_rank = int(parse_int(c.inject_inf.substr(0, colon), "--debug-inject-inf", "a rank (R:K, e.g. 1:5)"));
       c.cfg.inject_inf_step = parse_int(c.inject_inf.substr(colon + 1), "--debug-inject-inf", "a step (R:K, e.g. 1:5)");
     }
+    if (c.precision == "fp16") (void)dpt::LossScaler(c.cfg.loss_scaler);  // refuses bad --loss-scale-* values now
     c.cfg.parallel.zero_stage = c.zero;
     if (c.overlap_comm == "off") c.no_overlap = true;
     if (c.device != "cpu" && c.device != "cuda") throw std::invalid_argument("--device '" + c.device + "': valid are cpu, cuda");
@@ -425,12 +427,12 @@ int main(int argc, char** argv) {
       std::string acc = s.eval.accuracy ? "test_acc=" + fmt("%.4f", *s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
       double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
       std::cout << dpt::memory_table(trainer.memory_bytes(), "end");
-      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld\n",
+      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f\n",
                   acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, s.world_size, s.backend.c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
                   s.comm_bytes_per_step / (1 << 20), c.precision.c_str(), c.device.c_str(),
                   trainer.model().takes_tokens() ? s.samples_per_s * double(trainer.model().sample_shape().at(0)) : 0.0,
                   (unsigned long long)s.pcie_per_step.to_host, (unsigned long long)s.pcie_per_step.to_device, s.recoveries,
-                  (long long)s.lost_steps, double(s.loss_scale), (long long)s.skipped_steps);
+                  (long long)s.lost_steps, double(s.loss_scale), (long long)s.skipped_steps, s.zero_grad_frac);
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},
