@@ -11,7 +11,7 @@ DdpStrategy::DdpStrategy(Module& model, Communicator& comm, const StrategyConfig
                          const OptimizerFactory& make_optimizer)
     : ParallelStrategy(model, comm), sync_(model, comm, config.ddp) {
   optimizer_ = make_optimizer(model.num_params());
-  if (config.precision == DType::bf16) master_ = std::make_unique<MasterWeights>();
+  if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
 }
 
 void DdpStrategy::broadcast_parameters() {
@@ -41,7 +41,7 @@ void DdpStrategy::expose_full_parameters() {
 
 void DdpStrategy::restore_working_parameters() {
   // Rounding the exposed masters gives exactly the working values back.
-  if (master_) round_bf16(model_.flat_params());
+  if (master_) master_->round_working(model_.flat_params());
 }
 
 void DdpStrategy::save_optimizer_state(const std::string& model_path) {

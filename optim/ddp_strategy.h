@@ -26,6 +26,7 @@ class DdpStrategy : public ParallelStrategy {
   void end_backward() override { stats_ = sync_.end_backward(); }
   void clip_grad_norm(float max_norm) override;
   void step(float lr) override;
+  std::span<float> owned_grads() override { return model_.flat_grads(); }
   void expose_full_parameters() override;
   void restore_working_parameters() override;
   void save_optimizer_state(const std::string& model_path) override;

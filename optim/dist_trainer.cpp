@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -36,7 +37,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // null), any other model from the built one (no activation estimate: they are small).
 MemoryNeed memory_need(const DistTrainConfig& c, const Module* built) {
   MemoryNeed n;
-  n.state_per_param = optimizer_state_per_param(c.optimizer, c.optimizer_config.momentum, c.parallel.precision == DType::bf16);
+  n.state_per_param = optimizer_state_per_param(c.optimizer, c.optimizer_config.momentum, c.parallel.precision != DType::f32);  // bf16/fp16: fp32 masters too
   if (c.model == "gpt2") {
     n.params = double(gpt2_param_count(c.model_config));
     n.largest_layer = double(gpt2_largest_layer_params(c.model_config));
@@ -53,25 +54,42 @@ MemoryNeed memory_need(const DistTrainConfig& c, const Module* built) {
 DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(std::move(config)), comm_(&comm) {
   if (config_.grad_accum < 1) throw std::invalid_argument("--grad-accum must be at least 1");
   if (config_.batch_size < 1) throw std::invalid_argument("--batch-size must be at least 1");
-  // Refuse, before the big allocations, a job this host cannot hold (memory_check.h):
-  // gpt2's footprint follows from its shape, before it is built; the other models are
-  // built first (they are small) and measured.
-  if (config_.model != "gpt2") model_ = make_model(config_.model, config_.model_config);
-  if (config_.memory_check)
-    check_memory_fits(comm, memory_need(config_, model_.get()), config_.parallel.zero_stage, detect_launch().local_size,
-                      !config_.elastic_join);
-  if (!model_) model_ = make_model(config_.model, config_.model_config);
-  // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
-  if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
-  else if (config_.device != "cpu") throw std::invalid_argument("--device '" + config_.device + "': valid are cpu, cuda");
+  if (config_.device != "cpu" && config_.device != "cuda")
+    throw std::invalid_argument("--device '" + config_.device + "': valid are cpu, cuda");
+  // Refuse, before the big allocations, a job this host cannot hold (memory_check.h).
+  // gpt2's footprint follows from its shape: checked before anything is loaded or built.
+  auto check_memory = [&] {
+    if (config_.memory_check)
+      check_memory_fits(comm, memory_need(config_, model_.get()), config_.parallel.zero_stage,
+                        detect_launch().local_size, !config_.elastic_join);
+  };
+  if (config_.model == "gpt2") check_memory();
   std::string ds = config_.dataset.empty() ? default_dataset(config_.model) : config_.dataset;
   if (ds == "synthetic") ds = config_.model == "toy" ? "synthetic-regression" : "synthetic-classification";
   DatasetOptions opts;
   opts.path = config_.data_dir;
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
+  opts.image = config_.image;
   train_ = make_dataset(ds, Split::train, opts);
+  opts.image.augment = Augment::none;  // held-out data is never augmented
   test_ = make_dataset(ds, Split::test, opts);
   token_mean_ = train_->has_ignored_targets();
+  // The model's input channels and image size come from the data (as in train_local).
+  adapt_model_to_images(*train_, config_.model_config);
+  model_ = make_model(config_.model, config_.model_config);
+  if (config_.model != "gpt2") check_memory();  // the other models are small: measured once built
+  // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
+  if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
+  if (config_.parallel.precision == DType::f16) {
+    // fp16 activations and gradients (emulated on the CPU: overflow and underflow are
+    // real); the strategy keeps fp16 working weights and fp32 masters.
+    model_->set_compute_precision(ComputePrecision::kF16);
+    scaler_ = std::make_unique<LossScaler>(config_.loss_scaler);
+  }
+  if (config_.sync_bn) {
+    sync_bn_ = std::make_unique<CommBatchStatsReducer>(*comm_);
+    model_->set_batch_stats_reducer(sync_bn_.get());
+  }
   if (config_.lr_schedule == "cosine") {
     // The cosine reaches its floor at the end of the run: steps, or all epochs' steps.
     const size_t n = size_t(comm.size());
@@ -89,8 +107,10 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   if (config_.resume && !load_latest_checkpoint())
     throw std::runtime_error("--resume: no checkpoint found in '" + config_.checkpoint_dir + "'");
   // Every rank starts from rank 0's parameters, verified by checksum (after a resume
-  // too: a rank that read a different file is caught here).
+  // too: a rank that read a different file is caught here), and its buffers (PyTorch DDP
+  // syncs the module states at construction whatever broadcast_buffers says).
   strategy_->broadcast_parameters();
+  strategy_->broadcast_buffers();
 }
 
 DistTrainer::~DistTrainer() {
@@ -104,6 +124,7 @@ void DistTrainer::set_communicator(Communicator& comm) {
                                 std::to_string(comm.size()) + ", the old one " + std::to_string(comm_->rank()) + " of " +
                                 std::to_string(comm_->size()));
   strategy_->set_communicator(comm);
+  if (sync_bn_) sync_bn_->set_communicator(comm);
   comm_ = &comm;
 }
 
@@ -117,6 +138,11 @@ EvalResult DistTrainer::evaluate() {
   const size_t total = config_.max_eval_samples ? std::min(config_.max_eval_samples, test_->size()) : test_->size();
   const size_t n = size_t(comm_->size()), r = size_t(comm_->rank());
   const size_t lo = total * r / n, hi = total * (r + 1) / n;
+  // PyTorch's DDP forward broadcasts the buffers in evaluation too when the last
+  // training forward synchronised; a no-grad forward then clears the flag. So every
+  // rank's slice is evaluated with rank 0's running statistics.
+  if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
+  buffers_due_ = false;
   EvalSums sums = evaluate_slice(*model_, *test_, lo, hi, kEvalBatch);
   // Collective forwards (ZeRO-3 gathers every layer): ranks with fewer batches than
   // the largest slice (ceil(total / n) samples) run throwaway forwards.
@@ -154,17 +180,25 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
   const float token_scale = targets > 0 ? float(double(comm_->size()) / targets) : 0.0f;
   strategy_->zero_grad();
   StepLoss out;
+  // fp16: the loss scaler's factor multiplies the gradient (not the reported loss).
+  const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
   for (int m = 0; m < config_.grad_accum; ++m) {
     const Batch& b = micro[size_t(m)];
-    strategy_->begin_backward(m == config_.grad_accum - 1);
+    const bool sync = m == config_.grad_accum - 1;
+    strategy_->begin_backward(sync);
+    // PyTorch DDP's rule: a training forward broadcasts rank 0's buffers when the
+    // previous one synchronised gradients, i.e. before each step's first micro-step and
+    // not before the later no-sync ones.
+    if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
+    buffers_due_ = sync;
     phase("forward");
     model_->forward(model_input(b), true);
     if (token_mean_) {
-      const LossSum l = model_->loss_sum(model_target(b), token_scale);
+      const LossSum l = model_->loss_sum(model_target(b), token_scale * loss_scale);
       out.sum += l.sum;
       out.weight += double(l.count);
     } else {
-      const float loss = model_->loss(model_target(b), 1.0f / float(config_.grad_accum));
+      const float loss = model_->loss(model_target(b), loss_scale / float(config_.grad_accum));
       out.sum += double(loss) * double(b.n);
       out.weight += double(b.n);
     }
@@ -174,9 +208,20 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
   }
   phase("sync");
   strategy_->end_backward();
-  if (config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
+  if (config_.count_zero_grads) {
+    const auto g = strategy_->owned_grads();
+    t.zero_grads += double(std::count(g.begin(), g.end(), 0.0f));
+    t.grads_seen += double(g.size());
+  }
+  if (comm_->rank() == config_.inject_inf_rank && step_ + 1 == config_.inject_inf_step && !strategy_->owned_grads().empty())
+    strategy_->owned_grads()[0] = std::numeric_limits<float>::infinity();  // test hook
+  // fp16: unscale, and every rank agrees whether any gradient overflowed (GradScaler).
+  const bool skip = scaler_ && scaler_->unscale_and_check(strategy_->owned_grads(), *comm_);
+  if (!skip && config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
   phase("update");
-  strategy_->step(lr);
+  if (skip) strategy_->skip_step();
+  else strategy_->step(lr);
+  if (scaler_) scaler_->update(skip);
   const CommStats& cs = strategy_->last_stats();
   const PcieBytes pcie1 = pcie_so_far(*model_);
   t.pcie.to_host += pcie1.to_host - pcie0.to_host;
@@ -272,7 +317,8 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
           double ls[2] = {step_loss.sum, step_loss.weight};  // mean over all ranks' samples (or target tokens)
           comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
           StepLog l{step_,    epoch_,   ls[0] / ls[1], lr, double(t.samples_done) * n / std::max(t.train_time, 1e-9),
-                    cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_};
+                    cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_,
+                    scaler_ ? scaler_->scale() : 0.0f, scaler_ ? scaler_->state().skipped_steps : 0};
           sum.last_loss = l.loss;
           if (cb.on_log) cb.on_log(l);
         }
@@ -312,12 +358,15 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     sum.eval = evaluate();
     if (cb.on_eval) cb.on_eval(step_, sum.eval);
   }
-  if (!config_.checkpoint_dir.empty()) {
+  if (!config_.checkpoint_dir.empty() || !config_.state_dump.empty()) {
     strategy_->expose_full_parameters();
-    if (comm_->rank() == 0) {
+    if (comm_->rank() == 0 && !config_.checkpoint_dir.empty()) {
       fs::create_directories(config_.checkpoint_dir);
       write_model_file(config_.checkpoint_dir, {{"step", std::to_string(step_)}});
     }
+    if (!config_.state_dump.empty())  // test hook: each rank's own state, to compare across ranks
+      save_model(config_.state_dump + ".rank" + std::to_string(comm_->rank()) + ".safetensors", *model_,
+                 {{"step", std::to_string(step_)}});
     strategy_->restore_working_parameters();
     comm_->barrier();
   }
@@ -326,6 +375,15 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
   sum.backend = comm_->backend_name();
   sum.world_size = n;
   sum.steps = step_;
+  if (t.grads_seen > 0) {  // over all ranks' owned gradients
+    double z[2] = {t.zero_grads, t.grads_seen};
+    comm_->allreduce(Buffer{z, 2, DType::f64, {}}, ReduceOp::sum);
+    sum.zero_grad_frac = z[0] / z[1];
+  }
+  if (scaler_) {
+    sum.loss_scale = scaler_->scale();
+    sum.skipped_steps = scaler_->state().skipped_steps;
+  }
   sum.time_s = since(t_start);
   sum.samples_per_s = double(t.samples_done) * n / std::max(t.train_time, 1e-9);
   sum.step_s = t.steps_run > 0 ? t.train_time / double(t.steps_run) : 0;

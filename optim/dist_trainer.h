@@ -32,12 +32,15 @@
 #include "comm/communicator.h"
 #include "comm/store/elastic_membership.h"
 #include "data/dataset.h"
+#include "data/image_transform.h"
 #include "models/model_config.h"
 #include "models/module.h"
 #include "models/safetensors.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "optim/parallel_strategy.h"
+#include "optim/sync_batch_norm.h"
 #include "optim/trainer_common.h"
 #include "optim/zero_memory.h"
 
@@ -74,6 +77,20 @@ struct DistTrainConfig {
   int64_t elastic_snapshot_every = 10;  // elastic ZeRO: steps between neighbour snapshots (K)
   std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
   bool memory_check = true;      // refuse, before allocating, a job this host cannot hold (memory_check.h)
+  std::string state_dump;        // test hook: at the end every rank writes its model (parameters at full
+                                 //   precision and buffers) to <state_dump>.rank<r>.safetensors
+  ImageOptions image;            // image datasets: padding (both splits), augmentation (training split)
+  // BatchNorm under data parallelism (docs/resnet.md):
+  bool broadcast_buffers = true; // rank 0's buffers to every rank before each step's first training
+                                 //   forward (PyTorch DDP's broadcast_buffers=True)
+  bool sync_bn = false;          // every BatchNorm is a SyncBatchNorm over the trainer's communicator
+  // parallel.precision f16: the model computes in (emulated) fp16 and a dynamic loss
+  // scaler (loss_scaler.h) scales the loss and skips steps with inf/NaN gradients.
+  LossScalerConfig loss_scaler;
+  bool count_zero_grads = false; // measurement: the fraction of synchronized gradient elements that are
+                                 //   exactly 0 (fp16 without loss scaling: underflow on top of fp32's zeros)
+  int inject_inf_rank = -1;      // test hook: this rank sets one of its synchronized gradients
+  int64_t inject_inf_step = 0;   //   to inf in this step (before the scaler's check)
 };
 
 // Elastic training (train --elastic, docs/elastic.md): when a peer dies the survivors
@@ -116,6 +133,8 @@ struct StepLog {
   int64_t comm_bytes = 0;        // of the last step (CommStats::bytes)
   int world_size = 0;
   size_t sample_begin = 0, sample_end = 0;  // the step's positions in the epoch's order (all ranks)
+  float loss_scale = 0;          // fp16: the loss scale after this step (0: no scaler)
+  int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients so far
 };
 
 // Host<->device bytes of a step on CUDA: the model mirror's parameter uploads and
@@ -139,6 +158,9 @@ struct TrainSummary {
   int world_size = 0;            // at the end (elastic: after any membership change)
   int recoveries = 0;            // elastic: membership changes after a failure
   int64_t lost_steps = 0;        // elastic: completed steps given up in those
+  double zero_grad_frac = 0;     // count_zero_grads: over every step's owned gradients
+  float loss_scale = 0;          // fp16: at the end (0: no scaler)
+  int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients
 };
 
 // What run() reports as it goes; every callback fires on every rank (print on rank 0).
@@ -189,6 +211,7 @@ class DistTrainer {
   struct Totals {
     double train_time = 0;
     int64_t samples_done = 0, steps_run = 0, comm_bytes = 0;
+    double zero_grads = 0, grads_seen = 0;  // count_zero_grads
     PcieBytes pcie;
     TrainSummary sum;
   };
@@ -221,6 +244,12 @@ class DistTrainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<ParallelStrategy> strategy_;
   bool token_mean_ = false;      // the loss is the token mean (the dataset has ignored targets)
+  std::unique_ptr<CommBatchStatsReducer> sync_bn_;  // --sync-bn
+  std::unique_ptr<LossScaler> scaler_;              // --precision fp16
+  // PyTorch's require_forward_param_sync: the last forward was a training forward of a
+  // synchronising micro-step, so the next forward (training or evaluation) broadcasts
+  // the buffers first.
+  bool buffers_due_ = true;
   int64_t step_ = 0;
   int epoch_ = 0;
   size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/sampler.h)

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -72,15 +74,22 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
   const std::string model_path = (dir / "model.safetensors").string();
   strategy_->save_optimizer_state(model_path);
   strategy_->expose_full_parameters();  // ZeRO-3: the whole model; mixed precision: the masters
-  if (comm_->rank() == 0)
-    write_model_file(dir.string(), {{"step", std::to_string(step)},
-                                    {"epoch", std::to_string(epoch)},
-                                    {"batches_done", std::to_string(batches_done)},
-                                    {"world_size", std::to_string(comm_->size())},
-                                    {"zero_stage", std::to_string(strategy_->zero_stage())},
-                                    {"sample_position", std::to_string(position_)},
-                                    {"rng_step", std::to_string(model_->rng_step())},
-                                    {"model", config_.model}});
+  Metadata meta{{"step", std::to_string(step)},
+                {"epoch", std::to_string(epoch)},
+                {"batches_done", std::to_string(batches_done)},
+                {"world_size", std::to_string(comm_->size())},
+                {"zero_stage", std::to_string(strategy_->zero_stage())},
+                {"sample_position", std::to_string(position_)},
+                {"rng_step", std::to_string(model_->rng_step())},
+                {"model", config_.model}};
+  if (scaler_) {  // fp16: the scale as a hexadecimal float (exact), the counters
+    char hex[64];
+    std::snprintf(hex, sizeof hex, "%a", double(scaler_->scale()));
+    meta["loss_scale"] = hex;
+    meta["loss_scale_growth_tracker"] = std::to_string(scaler_->state().growth_tracker);
+    meta["loss_scale_skipped_steps"] = std::to_string(scaler_->state().skipped_steps);
+  }
+  if (comm_->rank() == 0) write_model_file(dir.string(), meta);
   comm_->barrier();  // every rank's files are in place before `latest` moves
   if (comm_->rank() == 0) write_latest(config_.checkpoint_dir, dir.filename().string());
   strategy_->restore_working_parameters();
@@ -107,6 +116,17 @@ bool DistTrainer::load_latest_checkpoint() {
   step_ = required_int(meta, "step", model_path);
   // Dropout's masks continue where they were (written before rng_step was: from 0).
   if (meta.count("rng_step")) model_->set_rng_step(uint64_t(required_int(meta, "rng_step", model_path)));
+  // fp16: the loss scaler goes on where it stood (a checkpoint without one, e.g. from an
+  // fp32 run, starts the scaler afresh).
+  if (scaler_ && meta.count("loss_scale")) {
+    const std::string& text = meta.at("loss_scale");
+    char* end = nullptr;
+    const double s = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || !(s > 0))
+      throw CheckpointError(model_path, "metadata 'loss_scale' is '" + text + "', not a positive number");
+    scaler_->set_state({float(s), required_int(meta, "loss_scale_growth_tracker", model_path),
+                        required_int(meta, "loss_scale_skipped_steps", model_path)});
+  }
   epoch_ = int(required_int(meta, "epoch", model_path));
   // Where the epoch's order stands: exact at any world size (data/sampler.h's start).
   if (meta.count("sample_position")) {

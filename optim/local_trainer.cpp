@@ -55,14 +55,7 @@ LocalTrainer::LocalTrainer(LocalTrainConfig config) : config_(std::move(config))
   opts.image.augment = Augment::none;
   test_ = make_dataset(config_.dataset, Split::test, opts);
   // Image sizes come from the data, so a CIFAR-10 run needs no extra flags.
-  Batch probe;
-  const size_t first = 0;
-  train_->fill(std::span<const size_t>(&first, 1), probe);
-  if (probe.sample_shape.size() == 3) {
-    config_.model_config.in_channels = probe.sample_shape[0];
-    config_.model_config.image_h = probe.sample_shape[1];
-    config_.model_config.image_w = probe.sample_shape[2];
-  }
+  adapt_model_to_images(*train_, config_.model_config);
   model_ = make_model(config_.model, config_.model_config);
   if (!config_.init_from.empty()) load_model(config_.init_from, *model_);
   if (config_.lr_config.total_steps <= 0) {  // the schedule spans the whole run

@@ -8,9 +8,13 @@
 
 namespace dpt {
 
+MasterWeights::MasterWeights(DType working) : working_(working) { check_wire16(working, "mixed precision"); }
+
+void MasterWeights::round_working(std::span<float> x) const { round16(working_, x); }
+
 void MasterWeights::adopt(std::span<float> working) {
   master_.assign(working.begin(), working.end());
-  round_bf16(working);
+  round_working(working);
 }
 
 void MasterWeights::check(std::span<const float> working) const {
@@ -23,7 +27,7 @@ void MasterWeights::step(Optimizer& optimizer, std::span<float> working, std::sp
   check(working);
   optimizer.step(master_, grads, lr);
   std::copy(master_.begin(), master_.end(), working.begin());
-  round_bf16(working);
+  round_working(working);
 }
 
 void MasterWeights::expose(std::span<float> working) const {

@@ -11,8 +11,8 @@ namespace dpt {
 
 std::unique_ptr<ParallelStrategy> make_strategy(const StrategyConfig& config, Module& model, Communicator& comm,
                                                 const OptimizerFactory& make_optimizer) {
-  if (config.precision != DType::f32 && config.precision != DType::bf16)
-    throw std::invalid_argument(std::string("--precision ") + dtype_name(config.precision) + ": valid are fp32, bf16");
+  if (config.precision != DType::f32 && config.precision != DType::bf16 && config.precision != DType::f16)
+    throw std::invalid_argument(std::string("--precision ") + dtype_name(config.precision) + ": valid are fp32, bf16, fp16");
   if (config.zero_stage == 0) return std::make_unique<DdpStrategy>(model, comm, config, make_optimizer);
   if (config.zero_stage >= 1 && config.zero_stage <= 3)
     return std::make_unique<ZeroStrategy>(model, comm, config, make_optimizer);
@@ -33,6 +33,11 @@ void broadcast_verified(Communicator& comm, std::span<float> params, const std::
   if (!bad.empty())
     throw std::runtime_error(who + ": after broadcasting rank " + std::to_string(root) + "'s parameters, ranks [" + bad +
                              "] hold different bytes (checksum mismatch)");
+}
+
+void ParallelStrategy::broadcast_buffers() {
+  auto b = model_.flat_buffers();
+  if (!b.empty()) comm_->broadcast(Buffer{b.data(), b.size(), DType::f32, {}}, 0);
 }
 
 void ParallelStrategy::load_optimizer_state(const std::string& model_path) {

@@ -29,6 +29,7 @@
 // backend switch (same ranks, same world size).
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "comm/communicator.h"
@@ -47,7 +48,7 @@ using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(size_t numel)>
 struct StrategyConfig {
   int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
   DdpConfig ddp;                 // buckets, overlap, gradient wire dtype
-  DType precision = DType::f32;  // f32, or bf16: bf16 working weights, fp32 masters
+  DType precision = DType::f32;  // f32, or bf16/f16: 16-bit working weights, fp32 masters
 };
 
 struct OptimizerRange {
@@ -92,6 +93,10 @@ class ParallelStrategy {
   // Collective: every rank takes rank 0's parameters, verified by a checksum
   // allgather (std::runtime_error naming the ranks that differ).
   virtual void broadcast_parameters() = 0;
+  // Collective: every rank takes rank 0's buffers (BatchNorm running statistics; PyTorch
+  // DDP's broadcast_buffers). Every stage keeps buffers whole on every rank, so this is
+  // one broadcast of Module::flat_buffers() for all of them; nothing when there are none.
+  void broadcast_buffers();
   // The backend switch: only between steps; the new communicator has the same ranks.
   virtual void set_communicator(Communicator& comm) = 0;
 
@@ -106,6 +111,12 @@ class ParallelStrategy {
   // Steps the optimizer on what this rank owns and makes the parameters every rank
   // needs for the next forward available (or on their way).
   virtual void step(float lr) = 0;
+  // Instead of step() when the fp16 loss scaler skips the step (loss_scaler.h): nothing
+  // is updated; every rank holds the parameters the next forward needs already.
+  virtual void skip_step() {}
+  // After end_backward: the synchronized gradients this rank's optimizer steps (the
+  // whole buffer in DDP, this rank's shard in ZeRO).
+  virtual std::span<float> owned_grads() = 0;
   // Waits for communication still in flight after a step (end of training, checkpoints).
   virtual void settle() {}
 

@@ -28,6 +28,16 @@ std::string default_dataset(const std::string& model) {
   return "fashion-mnist";
 }
 
+void adapt_model_to_images(const Dataset& train, ModelConfig& config) {
+  Batch probe;
+  const size_t first = 0;
+  train.fill(std::span<const size_t>(&first, 1), probe);
+  if (probe.sample_shape.size() != 3) return;
+  config.in_channels = probe.sample_shape[0];
+  config.image_h = probe.sample_shape[1];
+  config.image_w = probe.sample_shape[2];
+}
+
 EvalSums evaluate_slice(Module& model, const Dataset& dataset, size_t lo, size_t hi, size_t batch_size) {
   EvalSums s;
   Batch batch;

@@ -17,6 +17,7 @@
 
 #include "data/batch.h"
 #include "data/dataset.h"
+#include "models/model_config.h"
 #include "models/module.h"
 
 namespace dpt {
@@ -28,6 +29,11 @@ ModelTarget model_target(const Batch& b);
 // The dataset a model trains on when none is named: text (gpt), synthetic-regression
 // (toy), fashion-mnist (the image models).
 std::string default_dataset(const std::string& model);
+
+// Image data ([C, H, W] samples): the model's input channels and size come from the
+// data's first training sample (after padding), so CIFAR-10 (3x32x32) and Fashion-MNIST
+// (1x28x28, or 1x32x32 with --image-size 32) need no model flags. Other data: unchanged.
+void adapt_model_to_images(const Dataset& train, ModelConfig& config);
 
 struct EvalResult {
   double loss = 0;                 // mean loss per sample (nats per token for language models)

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "comm/half.h"
+#include "models/f16_round.h"
 
 namespace dpt {
 
@@ -35,6 +36,12 @@ void widen16_in_place(DType wire, float* buf, size_t n) {
     const float f = wire == DType::bf16 ? bf16_to_float(h) : half_to_float(h);
     std::memcpy(bytes + 4 * i, &f, 4);
   }
+}
+
+void round16(DType wire, std::span<float> x) {
+  check_wire16(wire, "round16");
+  if (wire == DType::bf16) round_bf16(x);
+  else round_to_f16(x);
 }
 
 void round_bf16(std::span<float> x) {

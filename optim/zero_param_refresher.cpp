@@ -73,6 +73,7 @@ int64_t ZeroParamRefresher::launch() {
 }
 
 void ZeroParamRefresher::wait_through(size_t last) {
+  if (works_.empty()) return;  // nothing launched (a step the fp16 loss scaler skipped)
   const auto t0 = Clock::now();
   float* params = model_.flat_params().data();
   const int me = comm_->rank();

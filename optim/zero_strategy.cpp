@@ -18,7 +18,7 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
     : ParallelStrategy(model, comm), stage_(config.zero_stage), layout_(model.num_params(), comm.size()) {
   if (stage_ < 1 || stage_ > 3) throw std::invalid_argument("ZeRO: stage " + std::to_string(stage_) + " (valid: 1, 2, 3)");
   optimizer_ = make_optimizer(layout_.shard);
-  if (config.precision == DType::bf16) master_ = std::make_unique<MasterWeights>();
+  if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
   // Fails early (length_error) if the world is larger than ParamStore's slack allows.
   model_.store().padded_params(layout_.padded());
   if (stage_ == 1) {
@@ -68,7 +68,7 @@ void ZeroStrategy::broadcast_parameters() {
   // and all are rounded alike (stage 3 then keeps only its own shard).
   if (master_) {
     master_->adopt(param_shard());
-    round_bf16(model_.flat_params());
+    master_->round_working(model_.flat_params());
   }
   if (gatherer_) gatherer_->release_all();
 }
@@ -127,7 +127,7 @@ void ZeroStrategy::step(float lr) {
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const DType wire = master_ ? DType::bf16 : DType::f32;
+  const DType wire = master_ ? master_->working_dtype() : DType::f32;
   allgather_parameters(wire);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.comm_s += dt;
@@ -164,8 +164,8 @@ void ZeroStrategy::restore_working_parameters() {
   if (gatherer_) gatherer_->release_all();
   if (!master_) return;
   // Rounding the exposed masters gives exactly the working values back.
-  if (gatherer_) round_bf16(param_shard());
-  else round_bf16(model_.store().padded_params(layout_.padded()));
+  if (gatherer_) master_->round_working(param_shard());
+  else master_->round_working(model_.store().padded_params(layout_.padded()));
 }
 
 void ZeroStrategy::save_optimizer_state(const std::string& model_path) {
@@ -257,7 +257,7 @@ ElasticProgress ZeroStrategy::adopt_group_state(const GroupChange& change) {
   optimizer_->set_step_count(full.optimizer_steps);
   if (master_) {
     master_->adopt(param_shard());
-    round_bf16(model_.flat_params());
+    master_->round_working(model_.flat_params());
   }
   if (gatherer_) gatherer_->release_all();
   // Where step s stood: from the snapshot (newcomers learn it here).

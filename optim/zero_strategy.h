@@ -64,6 +64,8 @@ class ZeroStrategy : public ParallelStrategy {
   // Steps this rank's shard, then (stages 1, 2) allgathers the parameters, or with
   // overlap on launches the refresh that the next forward waits for layer by layer.
   void step(float lr) override;
+  void skip_step() override { in_step_ = false; }
+  std::span<float> owned_grads() override { return grad_shard(); }
   // Waits for a refresh in flight (before reading every parameter, or at the end).
   void settle() override;
   // Collective: every rank holds all parameters at full precision (the master weights

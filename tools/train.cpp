@@ -26,6 +26,7 @@
 #include "models/checkpoint.h"
 #include "optim/dist_trainer.h"
 #include "tools/gpt2_flags.h"
+#include "tools/image_flags.h"
 
 namespace po = boost::program_options;
 using dpt::DistTrainConfig;
@@ -44,6 +45,9 @@ struct Cli {
   float lr = 1e-3f;
   std::string uneven, debug_signal;
   dpt::tools::Gpt2Flags gpt2;
+  dpt::tools::ImageFlags image;
+  bool no_broadcast_buffers = false;
+  std::string inject_inf;
 };
 
 void add_options(po::options_description& d, Cli& c) {
@@ -81,7 +85,11 @@ void add_options(po::options_description& d, Cli& c) {
     ("no-overlap", po::bool_switch(&c.no_overlap), "allreduce only after backward ends")
     ("grad-accum", po::value(&c.cfg.grad_accum)->default_value(1), "micro-steps per optimizer step")
     ("grad-compress", po::value(&c.grad_compress)->default_value("none"), "none | bf16 | fp16 gradients on the wire")
-    ("precision", po::value(&c.precision)->default_value("fp32"), "fp32 | bf16: bf16 working weights and gradients (on the wire too) with fp32 master weights")
+    ("precision", po::value(&c.precision)->default_value("fp32"), "fp32 | bf16 | fp16: 16-bit working weights and gradients (on the wire too) with fp32 master weights; fp16 also computes activations and gradients in fp16 (emulated on the CPU) with a dynamic loss scaler")
+    ("loss-scale-init", po::value(&c.cfg.loss_scaler.init_scale)->default_value(65536.0f), "fp16: initial loss scale (GradScaler's init_scale)")
+    ("loss-scale-window", po::value(&c.cfg.loss_scaler.growth_interval)->default_value(2000), "fp16: clean steps before the loss scale doubles (GradScaler's growth_interval); an inf/NaN gradient halves it and skips the step")
+    ("count-zero-grads", po::bool_switch(&c.cfg.count_zero_grads), "measure the fraction of synchronized gradient elements that are exactly 0 (final line: zero_grad_frac); fp16 without loss scaling against fp32 shows the underflow")
+    ("debug-inject-inf", po::value(&c.inject_inf)->default_value(""), "testing: R:K sets one of rank R's synchronized gradients to inf in step K")
     ("checkpoint-dir", po::value(&c.cfg.checkpoint_dir)->default_value(""), "save checkpoints here")
     ("save-every", po::value(&c.cfg.save_every)->default_value(0), "steps between checkpoints")
     ("resume", po::bool_switch(&c.cfg.resume), "continue from --checkpoint-dir's latest checkpoint")
@@ -105,7 +113,12 @@ void add_options(po::options_description& d, Cli& c) {
     ("cnn-c1", po::value(&m.cnn_c1)->default_value(16), "CNN first conv channels")
     ("cnn-c2", po::value(&m.cnn_c2)->default_value(32), "CNN second conv channels")
     ("resnet-stem", po::value(&m.resnet_stem)->default_value("imagenet"), "resnet18: imagenet (torchvision's 7x7/2 conv + max-pool) or cifar (3x3/1 conv, no max-pool)");
+  d.add_options()
+    ("no-broadcast-buffers", po::bool_switch(&c.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
+    ("sync-bn", po::bool_switch(&c.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")
+    ("debug-state-dump", po::value(&c.cfg.state_dump)->default_value(""), "testing: at the end every rank writes its parameters and buffers to PREFIX.rank<r>.safetensors");
   dpt::tools::add_gpt2_options(d, c.gpt2);
+  dpt::tools::add_image_options(d, c.image);
 }
 
 std::string box(const std::vector<std::pair<std::string, std::string>>& rows) {
@@ -189,16 +202,32 @@ int main(int argc, char** argv) {
     if (c.overlap_comm != "on" && c.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + c.overlap_comm + "': valid are on, off");
     if (c.precision == "fp32") c.cfg.parallel.precision = dpt::DType::f32;
     else if (c.precision == "bf16") c.cfg.parallel.precision = dpt::DType::bf16;
-    else throw std::invalid_argument("--precision '" + c.precision + "': valid are fp32, bf16");
-    // Mixed precision sends bf16 gradients: bf16 compression is implied, fp16 conflicts.
-    if (c.precision == "bf16" && c.grad_compress == "fp16")
-      throw std::invalid_argument("--precision bf16 communicates gradients in bf16; --grad-compress fp16 conflicts with it");
-    if (c.precision == "bf16") c.grad_compress = "bf16";
+    else if (c.precision == "fp16") c.cfg.parallel.precision = dpt::DType::f16;
+    else throw std::invalid_argument("--precision '" + c.precision + "': valid are fp32, bf16, fp16");
+    // Mixed precision sends its 16-bit gradients: that compression is implied, the other conflicts.
+    if (c.precision != "fp32") {
+      const std::string other = c.precision == "bf16" ? "fp16" : "bf16";
+      if (c.grad_compress == other)
+        throw std::invalid_argument("--precision " + c.precision + " communicates gradients in " + c.precision +
+                                    "; --grad-compress " + other + " conflicts with it");
+      c.grad_compress = c.precision;
+    }
+    if (c.precision == "fp16" && c.elastic)
+      throw std::invalid_argument("--precision fp16 and --elastic cannot be combined (the loss scaler's state does not travel to a re-formed group)");
+    if (!c.inject_inf.empty()) {
+      auto colon = c.inject_inf.find(':');
+      if (colon == std::string::npos) throw std::invalid_argument("--debug-inject-inf wants R:K (rank:step), got '" + c.inject_inf + "'");
+      c.cfg.inject_inf_rank = int(parse_int(c.inject_inf.substr(0, colon), "--debug-inject-inf", "a rank (R:K, e.g. 1:5)"));
+      c.cfg.inject_inf_step = parse_int(c.inject_inf.substr(colon + 1), "--debug-inject-inf", "a step (R:K, e.g. 1:5)");
+    }
+    if (c.precision == "fp16") (void)dpt::LossScaler(c.cfg.loss_scaler);  // refuses bad --loss-scale-* values now
     c.cfg.parallel.zero_stage = c.zero;
     if (c.overlap_comm == "off") c.no_overlap = true;
     if (c.device != "cpu" && c.device != "cuda") throw std::invalid_argument("--device '" + c.device + "': valid are cpu, cuda");
     c.cfg.device = c.device;
     c.cfg.shuffle = !c.no_shuffle;
+    c.cfg.image = dpt::tools::image_options(c.image, c.cfg.seed);
+    c.cfg.broadcast_buffers = !c.no_broadcast_buffers;
     c.cfg.lr_config.lr = c.lr;
     if (!(c.bucket_mb > 0) || c.bucket_mb > 1 << 20)
       throw std::invalid_argument("--bucket-mb " + fmt("%g", c.bucket_mb) + ": must be a size in MiB, > 0");
@@ -269,6 +298,8 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::cout << box({{"model", c.cfg.model + " (" + std::to_string(params) + " parameters, " + fmt("%.2f", params * 4.0 / (1 << 20)) + " MiB)"},
                         {"dataset", trainer.train_set().name() + " (" + std::to_string(trainer.train_set().size()) + " samples)"},
+                        {"input", dpt::tools::shape_text(trainer.model().sample_shape()) + ", augmentation " + dpt::augment_name(c.cfg.image.augment)},
+                        {"BatchNorm", trainer.model().flat_buffers().empty() ? "none" : std::to_string(trainer.model().flat_buffers().size()) + " buffer values, " + (c.cfg.broadcast_buffers ? "broadcast from rank 0 each step" : "per rank (not broadcast)") + (c.cfg.sync_bn ? ", SyncBatchNorm" : "")},
                         {"world size", std::to_string(world)},
                         {"device", c.device == "cuda" ? "cuda (model on the GPU; optimizer and gradient exchange on host buffers)" : "cpu"},
                         {"backend", comm->backend_name() + (c.switch_backend.empty() ? "" : " (switch at " + c.switch_backend + ")")},
@@ -276,7 +307,7 @@ int main(int argc, char** argv) {
                         {"per-rank batch", std::to_string(c.cfg.batch_size) + " x " + std::to_string(c.cfg.grad_accum) + " accum"},
                         {"global batch", std::to_string(c.cfg.batch_size * c.cfg.grad_accum * world)},
                         {"optimizer", c.cfg.optimizer + " lr " + fmt("%g", c.lr) + " (" + c.cfg.lr_schedule + ")"},
-                        {"precision", c.precision == "bf16" ? "bf16 working weights and gradients, fp32 master weights" : "fp32"},
+                        {"precision", c.precision == "fp32" ? "fp32" : c.precision + " working weights and gradients, fp32 master weights" + (c.precision == "fp16" ? ", fp16 activations, loss scale " + fmt("%g", c.cfg.loss_scaler.init_scale) + " (window " + std::to_string(c.cfg.loss_scaler.growth_interval) + ")" : "")},
                         {"ZeRO stage", std::to_string(c.zero) + (c.zero ? " (" + trainer.strategy().name() + ", shard " + std::to_string((params + world - 1) / world) + " elements per rank)" : " (DDP)")},
                         {c.zero >= 2 ? "ZeRO-2/3 buckets" : "DDP buckets", std::to_string(trainer.num_buckets()) + " (" + fmt("%g", c.bucket_mb) + " MiB, overlap " + (c.no_overlap ? "off" : "on") + ", wire " + c.grad_compress + ")"},
                         {"epochs / steps", std::to_string(c.cfg.epochs) + " / " + (c.cfg.steps ? std::to_string(c.cfg.steps) : "all")}});
@@ -301,8 +332,9 @@ int main(int argc, char** argv) {
       if (!leader()) return;
       open_metrics();
       if (tty) std::printf("\r\033[K");
-      std::printf("step %6lld | epoch %d | loss %.6f | lr %.3g | %9.0f samples/s | comm %.2f ms, exposed %.2f ms\n",
-                  (long long)l.step, l.epoch, l.loss, l.lr, l.samples_per_s, l.comm_s * 1e3, l.exposed_s * 1e3);
+      std::printf("step %6lld | epoch %d | loss %.6f | lr %.3g | %9.0f samples/s | comm %.2f ms, exposed %.2f ms%s\n",
+                  (long long)l.step, l.epoch, l.loss, l.lr, l.samples_per_s, l.comm_s * 1e3, l.exposed_s * 1e3,
+                  l.loss_scale > 0 ? (" | scale " + fmt("%g", l.loss_scale) + ", skipped " + std::to_string(l.skipped_steps)).c_str() : "");
       if (tty && c.cfg.steps > 0) {
         int w = 30, fill = int(w * double(l.step) / double(c.cfg.steps));
         std::printf("[%s%s] %lld/%lld", std::string(fill, '#').c_str(), std::string(w - fill, ' ').c_str(), (long long)l.step, (long long)c.cfg.steps);
@@ -313,6 +345,7 @@ int main(int argc, char** argv) {
                             {"samples_per_s", l.samples_per_s}, {"comm_ms", l.comm_s * 1e3}, {"exposed_ms", l.exposed_s * 1e3}, {"comm_bytes", l.comm_bytes},
                             {"world_size", l.world_size}, {"sample_begin", l.sample_begin}, {"sample_end", l.sample_end},
                             {"unix_time", now_unix()}};
+        if (l.loss_scale > 0) j["loss_scale"] = l.loss_scale, j["skipped_steps"] = l.skipped_steps;
         metrics << j.dump() << "\n" << std::flush;
       }
     };
@@ -395,12 +428,12 @@ int main(int argc, char** argv) {
       std::string acc = s.eval.accuracy ? "test_acc=" + fmt("%.4f", *s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
       double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
       std::cout << dpt::memory_table(trainer.memory_bytes(), "end");
-      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld\n",
+      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f\n",
                   acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, s.world_size, s.backend.c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
                   s.comm_bytes_per_step / (1 << 20), c.precision.c_str(), c.device.c_str(),
                   trainer.model().takes_tokens() ? s.samples_per_s * double(trainer.model().sample_shape().at(0)) : 0.0,
                   (unsigned long long)s.pcie_per_step.to_host, (unsigned long long)s.pcie_per_step.to_device, s.recoveries,
-                  (long long)s.lost_steps);
+                  (long long)s.lost_steps, double(s.loss_scale), (long long)s.skipped_steps, s.zero_grad_frac);
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},

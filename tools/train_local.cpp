@@ -20,6 +20,7 @@
 
 #include "optim/local_trainer.h"
 #include "tools/gpt2_flags.h"
+#include "tools/image_flags.h"
 
 namespace po = boost::program_options;
 
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
   double min_accuracy = 0, max_entropy_ratio = 0, min_gemm_ratio = 0;
   int64_t sample_len = 300;
   float temperature = 0.8f;
-  std::string prompt = "The ", augment = "none";
+  std::string prompt = "The ";
+  dpt::tools::ImageFlags image_flags;
   bool eval_only = false;
   dpt::tools::Gpt2Flags gpt2;
   po::options_description desc("train_local: single-process training of toy | mlp | cnn | gpt | gpt2 | resnet18");
@@ -74,8 +76,6 @@ int main(int argc, char** argv) {
       ("cnn-c2", po::value(&mc.cnn_c2)->default_value(mc.cnn_c2), "cnn: conv2 channels")
       ("cnn-hidden", po::value(&mc.cnn_hidden)->default_value(mc.cnn_hidden), "cnn: hidden units")
       ("resnet-stem", po::value(&mc.resnet_stem)->default_value(mc.resnet_stem), "resnet18: imagenet (7x7/2 conv + max-pool, torchvision's) or cifar (3x3/1 conv, no max-pool)")
-      ("image-size", po::value(&cfg.image.pad_to)->default_value(0), "images: zero-pad (centred) to N x N, e.g. 32 for Fashion-MNIST (0: as stored)")
-      ("augment", po::value(&augment)->default_value("none"), "images, training split: none or crop-flip (RandomCrop(size, padding=4) + RandomHorizontalFlip, from seed, epoch and sample index)")
       ("eval-only", po::bool_switch(&eval_only), "evaluate the held-out set (e.g. after --init-from) and exit")
       ("eval-samples", po::value(&cfg.max_eval_samples)->default_value(0), "evaluate on the first N held-out samples (0: all)")
       ("log-every", po::value(&cfg.log_every)->default_value(0), "print the loss every N steps")
@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
       ("max-entropy-ratio", po::value(&max_entropy_ratio)->default_value(0), "exit 1 if val loss / unigram entropy is above")
       ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below");
   dpt::tools::add_gpt2_options(desc, gpt2);
+  dpt::tools::add_image_options(desc, image_flags);
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -101,8 +102,7 @@ int main(int argc, char** argv) {
     if (cfg.model != "gpt2") cfg.init_from = gpt2.init_from;
     // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
     if (cfg.model == "gpt2" && cfg.dataset.empty()) cfg.dataset = "text";
-    cfg.image.augment = dpt::parse_augment(augment);
-    cfg.image.seed = cfg.seed;
+    cfg.image = dpt::tools::image_options(image_flags, cfg.seed);
   } catch (const std::exception& e) {
     std::cerr << "train_local: " << e.what() << "\n" << desc << "\n";
     return 2;

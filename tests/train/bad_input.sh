@@ -25,6 +25,13 @@ expect 2 "--debug-uneven: '7y' is not a batch count" -- --debug-uneven 1:7y
 expect 2 "--bucket-mb -1: must be a size in MiB, > 0" -- --bucket-mb -1
 expect 2 "--first-bucket-mb 0: must be a size in MiB" -- --first-bucket-mb 0
 expect 2 "--zero 5: valid stages are 0, 1, 2, 3" -- --zero 5
+expect 2 "--precision 'fp8': valid are fp32, bf16, fp16" -- --precision fp8
+expect 2 "--precision fp16 communicates gradients in fp16; --grad-compress bf16 conflicts" -- --precision fp16 --grad-compress bf16
+expect 2 "--loss-scale-init must be a finite number > 0" -- --precision fp16 --loss-scale-init 0
+expect 2 "--loss-scale-window must be at least 1" -- --precision fp16 --loss-scale-window 0
+expect 2 "--debug-inject-inf: 'x' is not a step" -- --debug-inject-inf 1:x
+expect 2 "--augment: unknown augmentation 'flip' \(valid: none, crop-flip\)" -- --augment flip
+expect 2 "--image-size must be >= 0, got -2" -- --image-size -2
 touch "$work/a_file"
 expect 2 "--checkpoint-dir '$work/a_file/x': cannot create it" -- --checkpoint-dir "$work/a_file/x"
 mkdir -p "$work/ro" && chmod 500 "$work/ro"

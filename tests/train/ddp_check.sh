@@ -4,19 +4,10 @@
 # Each scenario runs `train` twice (or more) and compares with compare_runs.
 set -euo pipefail
 bin=$1 scenario=$2 n=${3:-2}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-mpi() { local np=$1; shift; mpiexec --oversubscribe --bind-to none -n "$np" "$bin/train" "$@"; }
+source "$(dirname "$0")/check_lib.sh"
 common=(--model mlp --optimizer sgd --momentum 0.9 --lr 0.05 --no-shuffle --log-every 1 --max-eval-samples 512)
-run() { local name=$1; shift; "$@" --metrics-out "$work/$name.jsonl" --checkpoint-dir "$work/$name" > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }; }
 zcommon=(--model mlp --optimizer adam --lr 1e-3 --lr-schedule constant --no-shuffle --log-every 1 --max-eval-samples 256
          --bucket-mb 0.25 --first-bucket-mb 0.05)
-cmp_runs() { "$bin/compare_runs" --metrics "$work/$1.jsonl" "$work/$2.jsonl" --model "$work/$1/model.safetensors" "$work/$2/model.safetensors" "${@:3}"; }
-# A number read from a log, or a failure naming what is missing (an empty value must
-# never pass a comparison).
-num() { [[ $1 =~ ^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]] || { echo "FAIL: $2: '$1' is not a number" >&2; exit 1; }; echo "$1"; }
-final_field() { num "$(sed -En "s/^(\[rank 0\] )?final:.* $2=([0-9.eE+-]+).*/\2/p" "$work/$1.log")" "$2 in the final line of $1"; }
 # The run switched: the trainer logged it, and its final line names the new backend.
 switched_to() { grep -q "^switched to backend $2 after step $3\$" "$work/$1.log" || { echo "FAIL: $1 did not log the switch to $2 after step $3"; cat "$work/$1.log"; exit 1; }
                 grep -q "^final:.* backend=$2 " "$work/$1.log" || { echo "FAIL: $1's final line does not name backend $2"; exit 1; }; }

@@ -21,7 +21,7 @@ TEST_CASE("master weights: sub-ulp updates accumulate in the master, working = r
   // 1.0 has a bf16 ulp of 2^-7; SGD steps of 1e-4 are far below half of it.
   std::vector<float> working(64, 1.0f), grads(64, 1.0f);
   working[3] = 0.1f;  // not a bf16 value: adopt must keep it in full and round the working copy
-  dpt::MasterWeights master;
+  dpt::MasterWeights master(dpt::DType::bf16);
   master.adopt(working);
   REQUIRE(master.values()[3] == 0.1f);
   REQUIRE(working[3] != 0.1f);
