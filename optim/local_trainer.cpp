@@ -46,6 +46,7 @@ LocalTrainer::LocalTrainer(LocalTrainConfig config) : config_(std::move(config))
   if (config_.dataset.empty()) config_.dataset = default_dataset(config_.model);
   DatasetOptions opts;
   opts.path = config_.data_path;
+  opts.jsonl_field = config_.jsonl_field;
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
   opts.stride = config_.text_stride;
   opts.seed = config_.seed;

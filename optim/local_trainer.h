@@ -38,6 +38,7 @@ struct LocalTrainConfig {
   std::string dataset;             // empty: fashion-mnist for mlp/cnn, text for gpt,
                                    // synthetic-regression for toy
   std::string data_path;           // empty: the dataset's default location
+  std::string jsonl_field;         // text-docs: the documents are this field of JSON lines
   ImageOptions image;              // image datasets: padding to a size for both splits,
                                    // augmentation for the training split only
   ModelConfig model_config;

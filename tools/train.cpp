@@ -26,6 +26,7 @@
 #include "models/checkpoint.h"
 #include "optim/dist_trainer.h"
 #include "tools/gpt2_flags.h"
+#include "tools/doc_flags.h"
 #include "tools/image_flags.h"
 
 namespace po = boost::program_options;
@@ -46,6 +47,7 @@ struct Cli {
   std::string uneven, debug_signal;
   dpt::tools::Gpt2Flags gpt2;
   dpt::tools::ImageFlags image;
+  dpt::tools::DocFlags docs;
   bool no_broadcast_buffers = false;
   std::string inject_inf;
 };
@@ -119,6 +121,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("debug-state-dump", po::value(&c.cfg.state_dump)->default_value(""), "testing: at the end every rank writes its parameters and buffers to PREFIX.rank<r>.safetensors");
   dpt::tools::add_gpt2_options(d, c.gpt2);
   dpt::tools::add_image_options(d, c.image);
+  dpt::tools::add_doc_options(d, c.docs);
 }
 
 std::string box(const std::vector<std::pair<std::string, std::string>>& rows) {
@@ -227,6 +230,7 @@ int main(int argc, char** argv) {
     c.cfg.device = c.device;
     c.cfg.shuffle = !c.no_shuffle;
     c.cfg.image = dpt::tools::image_options(c.image, c.cfg.seed);
+    dpt::tools::apply_doc_flags(c.docs, c.cfg.data_dir, c.cfg.jsonl_field, "--data-dir");
     c.cfg.broadcast_buffers = !c.no_broadcast_buffers;
     c.cfg.lr_config.lr = c.lr;
     if (!(c.bucket_mb > 0) || c.bucket_mb > 1 << 20)

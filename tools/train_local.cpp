@@ -20,6 +20,7 @@
 
 #include "optim/local_trainer.h"
 #include "tools/gpt2_flags.h"
+#include "tools/doc_flags.h"
 #include "tools/image_flags.h"
 
 namespace po = boost::program_options;
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   float temperature = 0.8f;
   std::string prompt = "The ";
   dpt::tools::ImageFlags image_flags;
+  dpt::tools::DocFlags doc_flags;
   bool eval_only = false;
   dpt::tools::Gpt2Flags gpt2;
   po::options_description desc("train_local: single-process training of toy | mlp | cnn | gpt | gpt2 | resnet18");
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
       ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below");
   dpt::tools::add_gpt2_options(desc, gpt2);
   dpt::tools::add_image_options(desc, image_flags);
+  dpt::tools::add_doc_options(desc, doc_flags);
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
     // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
     if (cfg.model == "gpt2" && cfg.dataset.empty()) cfg.dataset = "text";
     cfg.image = dpt::tools::image_options(image_flags, cfg.seed);
+    dpt::tools::apply_doc_flags(doc_flags, cfg.data_path, cfg.jsonl_field, "--data");
   } catch (const std::exception& e) {
     std::cerr << "train_local: " << e.what() << "\n" << desc << "\n";
     return 2;

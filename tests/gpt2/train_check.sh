@@ -22,8 +22,13 @@ for i in $(seq 1 40); do
   for w in $(seq 1 $len); do line+="word$(( (i * w) % 23 )) "; done
   echo "doc $i: $line" >> "$docs"
 done
+# The same documents as JSON lines, the document in a field ("context", as the tutorials
+# take SQuAD's), read with --data-file/--jsonl-field by the 1-rank run of token-loss.
+/usr/bin/python3 -c 'import json, sys
+for i, line in enumerate(open(sys.argv[1]).read().splitlines()):
+    print(json.dumps({"id": i, "context": line}))' "$docs" > "$work/docs.jsonl"
 tiny=(--model gpt2 --gpt-layers 2 --gpt-heads 2 --gpt-dim 32 --n-positions 32 --seq-len 24 --dropout 0
-      --dataset text-docs --data-dir "$docs" --lr-schedule constant --no-shuffle
+      --dataset text-docs --lr-schedule constant --no-shuffle
       --log-every 1 --max-eval-samples 4 --bucket-mb 0.5 --first-bucket-mb 0.1)
 # N ranks against 1 with SGD: the key bias's gradient is exactly 0 in exact arithmetic
 # (softmax ignores a constant added to every score), so in floats it is rounding noise
@@ -34,16 +39,16 @@ adam=(--optimizer adam --lr 1e-3)
 case $scenario in
   token-loss)  # the mean over the global batch's target tokens: 2 ranks x 2 = 1 rank x 4, accumulation too;
                # ZeRO-1/2/3 = DDP
-    run single "$bin/train" "${tiny[@]}" "${sgd[@]}" --steps 8 --batch-size 4
-    run ddp mpi 2 "${tiny[@]}" "${sgd[@]}" --backend mpi --steps 8 --batch-size 2
-    run accum mpi 2 "${tiny[@]}" "${sgd[@]}" --backend mpi --steps 8 --batch-size 1 --grad-accum 2
+    run single "$bin/train" "${tiny[@]}" --data-file "$work/docs.jsonl" --jsonl-field context "${sgd[@]}" --steps 8 --batch-size 4
+    run ddp mpi 2 "${tiny[@]}" --data-dir "$docs" "${sgd[@]}" --backend mpi --steps 8 --batch-size 2
+    run accum mpi 2 "${tiny[@]}" --data-file "$docs" "${sgd[@]}" --backend mpi --steps 8 --batch-size 1 --grad-accum 2
     cmp_runs single ddp --rtol 1e-5
     cmp_runs single accum --rtol 1e-5
     # Adam (the tutorials' optimizer) for the stages: the same reduction order, so the
     # same noise, at 2 ranks.
-    run adam_ddp mpi 2 "${tiny[@]}" "${adam[@]}" --backend mpi --steps 8 --batch-size 2
+    run adam_ddp mpi 2 "${tiny[@]}" --data-dir "$docs" "${adam[@]}" --backend mpi --steps 8 --batch-size 2
     for z in 1 2 3; do
-      run z$z mpi 2 "${tiny[@]}" "${adam[@]}" --backend mpi --steps 8 --batch-size 2 --zero $z
+      run z$z mpi 2 "${tiny[@]}" --data-dir "$docs" "${adam[@]}" --backend mpi --steps 8 --batch-size 2 --zero $z
       cmp_runs adam_ddp z$z --rtol 1e-6
     done ;;
   hf-checkpoint)  # checkpoints in GPT2LMHeadModel's layout with config.json (DDP; ZeRO-3 after
@@ -86,7 +91,7 @@ case $scenario in
     }
     # First (so that a build without the check fails here, not by allocating gpt2-large):
     # any model: the tiny gpt2 refused with 1 MB available, and --ignore-memory-check runs it.
-    DPT_MEM_AVAILABLE_BYTES=1000000 refuse tiny "DDP at 4 ranks needs" "${tiny[@]}" "${adam[@]}" --steps 1 --batch-size 1
+    DPT_MEM_AVAILABLE_BYTES=1000000 refuse tiny "DDP at 4 ranks needs" "${tiny[@]}" --data-dir "$docs" "${adam[@]}" --steps 1 --batch-size 1
     # 35 GB available (faked, so the test does not depend on this machine's free memory):
     # 4 x (16 P + activations) = 53.6 GB for DDP, 4 x (10 P + activations) = 35.06 GB for
     # ZeRO-1, 4 x (8 P + 12 P / 4) = 34.06 GB for ZeRO-2 and 3 (a rank builds the whole
@@ -100,7 +105,7 @@ case $scenario in
     # About this host's 24 GB: no stage fits 4 ranks (gpt2-large was OOM-killed so).
     DPT_MEM_AVAILABLE_BYTES=22000000000 refuse none "ZeRO-3 at 4 ranks needs 34057323520 bytes" "${large[@]}" --zero 3
     grep -qF "No ZeRO stage fits with 4 ranks on this host" "$work/none.log" || { echo "FAIL: no 'no stage fits'"; exit 1; }
-    DPT_MEM_AVAILABLE_BYTES=1000000 run tiny_ignored "$bin/launch" -n 2 "$bin/train" "${tiny[@]}" "${adam[@]}" --steps 1 \
+    DPT_MEM_AVAILABLE_BYTES=1000000 run tiny_ignored "$bin/launch" -n 2 "$bin/train" "${tiny[@]}" --data-dir "$docs" "${adam[@]}" --steps 1 \
       --batch-size 1 --ignore-memory-check
     grep -q "^\[rank 0\] final:.*steps=1 " "$work/tiny_ignored.log" || { echo "FAIL: --ignore-memory-check did not run"; exit 1; } ;;
   *) echo "unknown scenario '$scenario'" >&2; exit 2 ;;
