@@ -119,17 +119,10 @@ void CollectiveQueue::drive_until(const PromiseWork& w, Clock::time_point deadli
     if (Clock::now() >= deadline) break;
     drivers_cv_.wait_until(lk, deadline);
   }
-  // Tasks left behind that nobody drives now: the parked worker takes them after the
-  // grace. It is woken only when its park has grown long: waking it at every departure
-  // would cost a wake-up per wait when a caller waits its Works one by one.
-  if (--drivers_ == 0 && !queue_.empty()) {
-    grace_until_ = Clock::now() + kGrace;
-    if (park_ > kMaxPoll) {
-      park_ = kMaxPoll;  // its next park is short again: no wake-up at the next departure
-      ++stats_.worker_notifies;
-      worker_cv_.notify_one();
-    }
-  }
+  // Tasks left behind that nobody drives now: the parked worker finds them within
+  // kMaxPoll, then gives a caller the grace. Not woken here: when a caller waits its
+  // Works one by one that would be a wake-up per wait.
+  if (--drivers_ == 0 && !queue_.empty()) grace_until_ = Clock::now() + kGrace;
 }
 
 void CollectiveQueue::worker_loop() {
@@ -141,7 +134,6 @@ void CollectiveQueue::worker_loop() {
     const auto now = Clock::now();
     if (!empty && !busy_ && (!for_callers || (drivers_ == 0 && now >= grace_until_))) {
       run_front(lk, stats_.by_worker);
-      park_ = kMaxPoll;
       continue;
     }
     if (stopping_) {
@@ -155,19 +147,16 @@ void CollectiveQueue::worker_loop() {
       continue;
     }
     // Nothing queued, or a driver or a blocking caller is running the queue: sleep until
-    // the next push (nothing queued) or for the park, which doubles up to kMaxPark while
-    // callers keep driving; a driver leaving tasks behind wakes a long park. No short
-    // polls: on a machine with as many busy threads as cores every wake-up of this thread
-    // preempts one that computes or runs a collective its peers wait on
+    // the next push (nothing queued) or, with tasks queued, kMaxPoll at a time. No
+    // shorter polls: on a machine with as many busy threads as cores every wake-up of
+    // this thread preempts one that computes or runs a collective its peers wait on
     // (bench/queue_overhead.cpp counts wake-ups and context switches per collective).
     if (empty) {
       worker_idle_ = true;
       worker_cv_.wait(lk);
       worker_idle_ = false;
-      park_ = kMaxPoll;
     } else {
-      worker_cv_.wait_for(lk, park_);
-      park_ = std::min(park_ * 2, kMaxPark);
+      worker_cv_.wait_for(lk, kMaxPoll);
     }
     if (!queue_.empty()) ++stats_.worker_wakeups;
   }

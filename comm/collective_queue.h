@@ -23,10 +23,9 @@
 //                about to wait runs the batch itself. A task nobody waits for therefore
 //                starts at most kGrace late.
 //   park       - while a driver or a blocking caller runs the queue, the worker sleeps
-//                kMaxPoll, then twice as long each time up to kMaxPark (until the next
-//                push when nothing is queued). A driver that leaves tasks behind wakes a
-//                park longer than kMaxPoll, so such a task starts at most kMaxPoll +
-//                grace late. Short polls cost more than they save: on a machine with as
+//                kMaxPoll at a time (until the next push when nothing is queued), so a
+//                task a departing driver left behind starts at most kMaxPoll + grace
+//                late. Shorter polls cost more than they save: on a machine with as
 //                many busy threads as cores each wake-up preempts a rank that its peers
 //                are waiting on (bench/queue_overhead.cpp counts wake-ups and context
 //                switches per collective).
@@ -72,9 +71,8 @@ struct QueueStats {
 class CollectiveQueue {
  public:
   static constexpr std::chrono::microseconds kGrace{50};
-  // The worker's first and longest park (see "park").
+  // The worker's park (see "park").
   static constexpr std::chrono::microseconds kMaxPoll{500};
-  static constexpr std::chrono::microseconds kMaxPark{16000};
 
   // Runs one collective and returns its error (null when it succeeded).
   using Runner = std::function<std::exception_ptr(const CollArgs&)>;
@@ -129,7 +127,6 @@ class CollectiveQueue {
   int drivers_ = 0;           // threads inside drive_until
   Clock::time_point grace_until_{};
   QueueStats stats_;          // under mu_
-  std::chrono::microseconds park_ = kMaxPoll;  // the worker's next park
   std::thread worker_;
 };
 
