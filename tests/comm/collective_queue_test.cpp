@@ -132,3 +132,28 @@ TEST_CASE("queue: a blocking call on an idle queue runs on the caller, behind qu
   CHECK(calls[0].thread == std::this_thread::get_id());
   CHECK(calls[2].thread == std::this_thread::get_id());
 }
+
+TEST_CASE("queue: a collective a waiter left behind runs without anyone waiting for it", "[queue]") {
+  // The waiter runs A (held for 100 ms, so the worker parks meanwhile) and returns with
+  // B still queued; nobody waits for B, so the parked worker must find it (within its
+  // park, collective_queue.h "park") rather than sleep until the next push.
+  RecordingCommunicator c(true);
+  float x = 1;
+  c.hold_next();
+  WorkPtr a = c.allreduce_async(one_float(x), one_float(x), ReduceOp::sum);
+  WorkPtr b = c.allreduce_async(one_float(x), one_float(x), ReduceOp::sum);
+  std::thread releaser([&] {
+    while (!c.holding()) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(100ms);
+    c.release();
+  });
+  a->wait();
+  releaser.join();
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (!b->test() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  CHECK(b->test());
+  b->wait();  // ends the test either way (runs B here if the worker never did)
+  const auto calls = c.calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[1].seq == 1);
+}
