@@ -101,7 +101,9 @@ Metadata load_model(const std::string& path, Module& model) {
   for (const auto& b : model.buffer_infos())
     expected.push_back({&b.name, &b.shape, b.is_count ? FileDType::I64 : FileDType::F32,
                         buffers.subspan(b.offset, b.numel), "buffer"});
-  return load_expected(path, expected);
+  Metadata meta = load_expected(path, expected);
+  model.store().seal_all();  // a sharded build keeps only its shard (param_store.h)
+  return meta;
 }
 
 std::string sidecar_path(const std::string& model_path, const std::string& kind) {

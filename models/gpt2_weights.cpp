@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -95,7 +96,8 @@ Gpt2FileShape read_gpt2_file_shape(const std::string& path) {
   return s;
 }
 
-void load_gpt2_weights(const std::string& path, const std::vector<ParamInfo>& infos, std::span<float> flat) {
+void load_gpt2_weights(const std::string& path, const std::vector<ParamInfo>& infos, std::span<float> flat,
+                       const std::function<void(size_t)>& on_loaded) {
   const SafetensorsFile file(path);
   std::map<std::string, const SafetensorsEntry*> by_name;  // our name -> the file's tensor
   std::map<std::string, const ParamInfo*> params;
@@ -138,13 +140,13 @@ void load_gpt2_weights(const std::string& path, const std::vector<ParamInfo>& in
     throw CheckpointError(path, "tensor lm_head.weight has shape " + shape_str(head->shape) +
                                     " but the tied token embedding is " +
                                     (tokens ? shape_str(tokens->shape) : std::string("absent")));
-  for (const auto& p : infos) file.read(*by_name.at(p.name), flat.subspan(p.offset, p.numel));
   if (head) {
     // GPT-2's head is the token embedding itself; a file whose head differs is another
-    // model, which this one cannot represent. (Nothing is kept from it.)
-    std::vector<float> h(head->numel());
+    // model, which this one cannot represent. (Nothing is kept from it.) Compared in
+    // scratch copies, so a refused file leaves the parameters untouched.
+    std::vector<float> h(head->numel()), wte(tokens->numel);
     file.read(*head, h);
-    const auto wte = flat.subspan(tokens->offset, tokens->numel);
+    file.read(*by_name.at(kTokens), wte);
     const auto diff = std::mismatch(h.begin(), h.end(), wte.begin(),
                                     [](float a, float b) { return a == b || (a != a && b != b); });
     if (diff.first != h.end()) {
@@ -155,12 +157,17 @@ void load_gpt2_weights(const std::string& path, const std::vector<ParamInfo>& in
                                       "): GPT-2's output head is tied to the embedding, this file's is not");
     }
   }
+  for (const auto& p : infos) {
+    file.read(*by_name.at(p.name), flat.subspan(p.offset, p.numel));
+    if (on_loaded) on_loaded(p.index);
+  }
 }
 
 void load_gpt2_weights(const std::string& path, Module& model) {
   if (model.name() != "gpt2")
     throw std::invalid_argument("load_gpt2_weights: model is " + model.name() + ", not gpt2");
-  load_gpt2_weights(path, model.param_infos(), model.flat_params());
+  ParamStore& store = model.store();
+  load_gpt2_weights(path, model.param_infos(), model.flat_params(), [&](size_t index) { store.seal(index); });
 }
 
 std::string gpt2_config_json(const ModelConfig& cfg) {

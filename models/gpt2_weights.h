@@ -26,6 +26,7 @@
 // GPT2LMHeadModel.from_pretrained(DIR) loads it.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,7 +53,10 @@ struct Gpt2FileShape {
 };
 Gpt2FileShape read_gpt2_file_shape(const std::string& path);
 
-void load_gpt2_weights(const std::string& path, const std::vector<ParamInfo>& infos, std::span<float> flat);
+// on_loaded(index) runs after each parameter is read (the Module overload seals it:
+// a sharded build keeps only its shard, param_store.h).
+void load_gpt2_weights(const std::string& path, const std::vector<ParamInfo>& infos, std::span<float> flat,
+                       const std::function<void(size_t)>& on_loaded = {});
 void load_gpt2_weights(const std::string& path, Module& model);
 
 // config.json for a gpt2 of this configuration (GPT2Config's keys, pretty-printed).

@@ -37,6 +37,10 @@ struct ModelConfig {
   // gpt2: a safetensors file (Hugging Face names) the parameters are loaded from
   // instead of the random initialisation (models/gpt2_weights.h).
   std::string init_from;
+  // ZeRO-3's sharded build (models/param_store.h): the model keeps only rank
+  // resident_rank's shard of resident_world ranks resident; 0 builds it whole.
+  int resident_rank = 0;
+  int resident_world = 0;
 };
 
 }  // namespace dpt

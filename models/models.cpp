@@ -15,7 +15,7 @@
 
 namespace dpt {
 
-ToyModel::ToyModel(const ModelConfig& cfg) : Module("toy", cfg.seed, {10}, false) {
+ToyModel::ToyModel(const ModelConfig& cfg) : Module("toy", cfg, {10}, false) {
   add_layer<Linear>(store_, "net1", 10, 10);
   add_layer<Relu>("relu");
   add_layer<Linear>(store_, "net2", 10, 5);
@@ -23,7 +23,7 @@ ToyModel::ToyModel(const ModelConfig& cfg) : Module("toy", cfg.seed, {10}, false
 }
 
 Mlp::Mlp(const ModelConfig& cfg)
-    : Module("mlp", cfg.seed, {cfg.in_channels, cfg.image_h, cfg.image_w}, false) {
+    : Module("mlp", cfg, {cfg.in_channels, cfg.image_h, cfg.image_w}, false) {
   add_layer<Flatten>("flatten");
   add_layer<Linear>(store_, "fc1", cfg.in_channels * cfg.image_h * cfg.image_w, 256);
   add_layer<Relu>("relu1");
@@ -34,7 +34,7 @@ Mlp::Mlp(const ModelConfig& cfg)
 }
 
 Cnn::Cnn(const ModelConfig& cfg)
-    : Module("cnn", cfg.seed, {cfg.in_channels, cfg.image_h, cfg.image_w}, false) {
+    : Module("cnn", cfg, {cfg.in_channels, cfg.image_h, cfg.image_w}, false) {
   add_layer<Conv2d>(store_, "conv1", cfg.in_channels, cfg.cnn_c1, 3, 1, 1);
   add_layer<Relu>("relu1");
   add_layer<MaxPool2d>("pool1", 2);
@@ -50,7 +50,7 @@ Cnn::Cnn(const ModelConfig& cfg)
 }
 
 Gpt::Gpt(const ModelConfig& cfg, Flavor flavor)
-    : Module(flavor == Flavor::kGpt2 ? "gpt2" : "gpt", cfg.seed, {cfg.seq_len}, true), cfg_(cfg) {
+    : Module(flavor == Flavor::kGpt2 ? "gpt2" : "gpt", cfg, {cfg.seq_len}, true), cfg_(cfg) {
   const bool hf = flavor == Flavor::kGpt2;
   const int64_t positions = cfg.n_positions > 0 ? cfg.n_positions : cfg.seq_len;
   if (cfg.seq_len > positions)

@@ -8,10 +8,12 @@
 
 namespace dpt {
 
-Module::Module(std::string name, uint64_t seed, std::vector<int64_t> sample_shape,
+Module::Module(std::string name, const ModelConfig& cfg, std::vector<int64_t> sample_shape,
                bool takes_tokens)
-    : name_(std::move(name)), seed_(seed), sample_shape_(std::move(sample_shape)),
-      takes_tokens_(takes_tokens) {}
+    : name_(std::move(name)), seed_(cfg.seed), sample_shape_(std::move(sample_shape)),
+      takes_tokens_(takes_tokens) {
+  if (cfg.resident_world > 0) store_.set_resident_shard(cfg.resident_rank, cfg.resident_world);
+}
 
 void Module::finalize(std::unique_ptr<Loss> loss) {
   loss_ = std::move(loss);
@@ -26,6 +28,10 @@ void Module::finalize(std::unique_ptr<Loss> loss) {
     need_input_grad_.push_back(params_before);
     params_before = params_before || !layer->used_params().empty();
     layer->init_params(store_, seed_);
+    // Sharded build: each parameter is sealed right after the first layer that uses it
+    // wrote it, so at most one layer's parameters are whole at a time.
+    for (size_t p : layer->used_params())
+      if (use_counts_.at(p) == 0) store_.seal(p);
     LayerInfo info;
     info.name = layer->name();
     info.params = layer->used_params();

@@ -41,6 +41,7 @@
 
 #include "models/layer.h"
 #include "models/loss.h"
+#include "models/model_config.h"
 #include "models/param_store.h"
 
 namespace dpt {
@@ -131,7 +132,8 @@ class Module {
   void set_rng_stream(uint64_t stream) { ctx_.rng_stream = stream; }
 
  protected:
-  Module(std::string name, uint64_t seed, std::vector<int64_t> sample_shape, bool takes_tokens);
+  // Takes the seed and the sharded build (ModelConfig::resident_world) from cfg.
+  Module(std::string name, const ModelConfig& cfg, std::vector<int64_t> sample_shape, bool takes_tokens);
 
   template <class L, class... Args>
   L& add_layer(Args&&... args) {

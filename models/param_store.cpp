@@ -1,8 +1,11 @@
 #include "models/param_store.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "models/crc32.h"
+#include "models/page_memory.h"
 #include "models/tensor.h"
 
 namespace dpt {
@@ -47,15 +50,54 @@ size_t ParamStore::find_buffer(const std::string& name) const {
   return buffer_infos_.size();
 }
 
+void ParamStore::set_resident_shard(int rank, int world) {
+  if (finalized_) throw std::logic_error("ParamStore::set_resident_shard() after finalize()");
+  if (world < 1 || rank < 0 || rank >= world)
+    throw std::invalid_argument("ParamStore: resident shard of rank " + std::to_string(rank) + " of " +
+                                std::to_string(world));
+  shard_rank_ = rank;
+  shard_world_ = world;
+}
+
 void ParamStore::finalize() {
   if (finalized_) return;
   buffers_.assign(buffer_total_, 0.0f);
-  params_.assign(total_ + kShardSlack, 0.0f);
-  grads_.assign(total_ + kShardSlack, 0.0f);
+  params_ = LazyFloats(total_ + kShardSlack);
+  grads_ = LazyFloats(total_ + kShardSlack);
+  keep_begin_ = 0;
+  keep_end_ = total_;
+  if (sharded()) {
+    // ZeRO's cut (optim/zero_layout.h), clipped to the real elements.
+    const size_t s = (total_ + size_t(shard_world_) - 1) / size_t(shard_world_);
+    keep_begin_ = std::min(total_, size_t(shard_rank_) * s);
+    keep_end_ = std::min(total_, keep_begin_ + s);
+    crcs_.assign(infos_.size(), 0);
+  }
   finalized_ = true;
 }
 
-static std::span<float> padded(HostFloats& v, size_t n, const char* what) {
+void ParamStore::seal(size_t index) {
+  if (!sharded()) return;
+  const ParamInfo& p = infos_.at(index);
+  float* base = params_.data();
+  crcs_[index] = crc32(base + p.offset, p.numel * sizeof(float));
+  const size_t b = p.offset, e = p.offset + p.numel;
+  if (b < keep_begin_) release_slice(base + b, base + std::min(e, keep_begin_));
+  if (e > keep_end_) release_slice(base + std::max(b, keep_end_), base + e);
+}
+
+void ParamStore::seal_all() {
+  for (size_t i = 0; i < infos_.size(); ++i) seal(i);
+}
+
+uint64_t ParamStore::fingerprint() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the CRCs' bytes
+  for (uint32_t c : crcs_)
+    for (int k = 0; k < 4; ++k) h = (h ^ ((c >> (8 * k)) & 0xFF)) * 1099511628211ull;
+  return sharded() ? h : 0;
+}
+
+static std::span<float> padded(LazyFloats& v, size_t n, const char* what) {
   if (n > v.size())
     throw std::length_error(std::string("ParamStore: ") + what + " padded to " + std::to_string(n) +
                             " elements, more than the " + std::to_string(v.size()) + " allocated");

@@ -22,6 +22,17 @@
 // A *count* buffer (num_batches_tracked, int64 in PyTorch) is held as a float, exact
 // up to 2^24, and written to files as I64.
 //
+// Sharded build (ZeRO-3): with set_resident_shard(r, N) before finalize(), the store
+// keeps only rank r's shard of the flat parameter buffer resident, cut as ZeRO cuts it
+// (optim/zero_layout.h: S = ceil(P / N), rank r owns [r*S, (r+1)*S)). Each parameter is
+// still written whole (initialised, loaded), then *sealed*: its CRC-32 is recorded and
+// its elements outside the shard are released (models/page_memory.h), so a rank never
+// holds more than its shard plus the one parameter being written, instead of the whole
+// model. The *fingerprint* hashes every parameter's CRC in index order: ranks whose
+// fingerprints agree built the same model, which ZeRO-3 checks instead of broadcasting
+// rank 0's parameters (no rank holds them all). Unsharded stores seal nothing.
+// Both flat buffers are LazyFloats: zero, and costing no RAM, until written.
+//
 // Device mirror (Module::to_cuda): the host buffers stay the authoritative copy that
 // optimizers, DDP, ZeRO and checkpoints work on; a CUDA copy of both buffers is what
 // the layers' CUDA paths read and accumulate into. Module moves values between them:
@@ -32,10 +43,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/cuda/device_floats.h"
-#include "models/huge_pages.h"
+#include "models/lazy_floats.h"
 
 namespace dpt {
 
@@ -66,6 +78,19 @@ class ParamStore {
   void finalize();
   bool finalized() const { return finalized_; }
 
+  // Sharded build: before finalize(); world >= 1, 0 <= rank < world.
+  void set_resident_shard(int rank, int world);
+  bool sharded() const { return shard_world_ > 0; }
+  // The flat element range [first, second) kept resident (the whole buffer when unsharded).
+  std::pair<size_t, size_t> resident_range() const { return {keep_begin_, keep_end_}; }
+  // After parameter `index` was written whole: records its CRC and releases its
+  // elements outside the resident range. No-op when unsharded.
+  void seal(size_t index);
+  // seal() of every parameter (after a bulk load).
+  void seal_all();
+  // Hash of every parameter's CRC at its last seal, in index order (0 when unsharded).
+  uint64_t fingerprint() const;
+
   float* buffer(size_t index) { return buffers_.data() + buffer_infos_[index].offset; }
   const float* buffer(size_t index) const { return buffers_.data() + buffer_infos_[index].offset; }
   std::span<float> flat_buffers() { return buffers_; }
@@ -89,8 +114,8 @@ class ParamStore {
   std::span<float> padded_params(size_t n);
   std::span<float> padded_grads(size_t n);
   // Bytes the buffers really hold (vector capacities, padding included).
-  size_t param_bytes() const { return params_.capacity() * sizeof(float); }
-  size_t grad_bytes() const { return grads_.capacity() * sizeof(float); }
+  size_t param_bytes() const { return params_.allocated_bytes(); }
+  size_t grad_bytes() const { return grads_.allocated_bytes(); }
   static constexpr size_t kShardSlack = 1023;  // ZeRO world sizes up to 1024
   const std::vector<ParamInfo>& infos() const { return infos_; }
   size_t total_numel() const { return total_; }
@@ -126,8 +151,11 @@ class ParamStore {
   std::vector<BufferInfo> buffer_infos_;
   std::vector<float> buffers_;
   size_t buffer_total_ = 0;
-  HostFloats params_;  // on huge pages (models/huge_pages.h)
-  HostFloats grads_;
+  LazyFloats params_;  // on huge pages, committed on first write (models/lazy_floats.h)
+  LazyFloats grads_;
+  int shard_rank_ = 0, shard_world_ = 0;  // sharded build; world 0: unsharded
+  size_t keep_begin_ = 0, keep_end_ = 0;
+  std::vector<uint32_t> crcs_;            // sharded: each parameter's CRC at its seal
   DeviceFloats device_params_, device_grads_;
   size_t total_ = 0;
   bool finalized_ = false;

@@ -12,7 +12,7 @@
 namespace dpt {
 
 ResNet18::ResNet18(const ModelConfig& cfg)
-    : Module("resnet18", cfg.seed, {cfg.in_channels, cfg.image_h, cfg.image_w}, false) {
+    : Module("resnet18", cfg, {cfg.in_channels, cfg.image_h, cfg.image_w}, false) {
   const bool imagenet = cfg.resnet_stem == "imagenet";
   if (!imagenet && cfg.resnet_stem != "cifar")
     throw std::invalid_argument("resnet18: unknown stem '" + cfg.resnet_stem + "' (valid: imagenet, cifar)");

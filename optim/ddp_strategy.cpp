@@ -10,6 +10,8 @@ namespace dpt {
 DdpStrategy::DdpStrategy(Module& model, Communicator& comm, const StrategyConfig& config,
                          const OptimizerFactory& make_optimizer)
     : ParallelStrategy(model, comm), sync_(model, comm, config.ddp) {
+  if (model.store().sharded())
+    throw std::logic_error("DDP: the model was built sharded (only ZeRO-3 keeps a shard of the parameters)");
   optimizer_ = make_optimizer(model.num_params());
   if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
 }

@@ -37,11 +37,13 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // null), any other model from the built one (no activation estimate: they are small).
 MemoryNeed memory_need(const DistTrainConfig& c, const Module* built) {
   MemoryNeed n;
+  n.sharded_build = c.parallel.zero_stage == 3 && !c.elastic;  // as the constructor builds it
   n.state_per_param = optimizer_state_per_param(c.optimizer, c.optimizer_config.momentum, c.parallel.precision != DType::f32);  // bf16/fp16: fp32 masters too
   if (c.model == "gpt2") {
     n.params = double(gpt2_param_count(c.model_config));
     n.largest_layer = double(gpt2_largest_layer_params(c.model_config));
-    n.activation_bytes = gpt2_activation_bytes(c.model_config, int64_t(c.batch_size));
+    // An evaluation forward larger than the training batch holds (part of) its own.
+    n.activation_bytes = gpt2_activation_bytes(c.model_config, int64_t(std::max(c.batch_size, c.eval_batch_size)));
   } else {
     n.params = double(built->num_params());
     for (const ParamInfo& p : built->param_infos()) n.largest_layer = std::max(n.largest_layer, double(p.numel));
@@ -77,7 +79,15 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   token_mean_ = train_->has_ignored_targets();
   // The model's input channels and image size come from the data (as in train_local).
   adapt_model_to_images(*train_, config_.model_config);
-  model_ = make_model(config_.model, config_.model_config);
+  // ZeRO-3 builds only this rank's shard of the parameters (param_store.h), so no rank
+  // ever holds the whole model; not under --elastic, where a re-formed group of another
+  // size needs the whole model on every rank (dist_trainer_elastic.cpp).
+  ModelConfig model_config = config_.model_config;
+  if (config_.parallel.zero_stage == 3 && !config_.elastic) {
+    model_config.resident_rank = comm.rank();
+    model_config.resident_world = comm.size();
+  }
+  model_ = make_model(config_.model, model_config);
   if (config_.model != "gpt2") check_memory();  // the other models are small: measured once built
   // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
   if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
@@ -114,6 +124,16 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   strategy_->broadcast_buffers();
 }
 
+ModelStateBytes DistTrainer::memory_bytes() const {
+  ModelStateBytes m = strategy_->memory_bytes();
+  if (config_.model == "gpt2") {
+    const MemoryNeed n = memory_need(config_, model_.get());
+    m.activations_estimate = n.activation_bytes;
+    m.planned = rank_bytes(n, config_.parallel.zero_stage, comm_->size());
+  }
+  return m;
+}
+
 DistTrainer::~DistTrainer() {
   // The strategy may hold work in flight on owned_comm_: it settles first.
   strategy_.reset();
@@ -144,12 +164,15 @@ EvalResult DistTrainer::evaluate() {
   // rank's slice is evaluated with rank 0's running statistics.
   if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
   buffers_due_ = false;
-  EvalSums sums = evaluate_slice(*model_, *test_, lo, hi, kEvalBatch);
+  const size_t eval_batch = config_.eval_batch_size ? config_.eval_batch_size
+                           : config_.model == "gpt2"  ? config_.batch_size
+                                                      : kEvalBatch;
+  EvalSums sums = evaluate_slice(*model_, *test_, lo, hi, eval_batch);
   // Collective forwards (ZeRO-3 gathers every layer): ranks with fewer batches than
   // the largest slice (ceil(total / n) samples) run throwaway forwards.
   if (strategy_->collective_forward() && total > 0) {
-    const size_t rounds = ((total + n - 1) / n + kEvalBatch - 1) / kEvalBatch;
-    const size_t mine = (hi - lo + kEvalBatch - 1) / kEvalBatch;
+    const size_t rounds = ((total + n - 1) / n + eval_batch - 1) / eval_batch;
+    const size_t mine = (hi - lo + eval_batch - 1) / eval_batch;
     Batch batch;
     std::vector<size_t> idx(1, 0);
     for (size_t k = mine; k < rounds; ++k) {
@@ -360,7 +383,9 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     if (cb.on_eval) cb.on_eval(step_, sum.eval);
   }
   if (!config_.checkpoint_dir.empty() || !config_.state_dump.empty()) {
-    strategy_->expose_full_parameters();
+    // Rank 0 writes the model; the test hook's dumps need every rank's.
+    if (config_.state_dump.empty()) strategy_->expose_full_parameters_on(0);
+    else strategy_->expose_full_parameters();
     if (comm_->rank() == 0 && !config_.checkpoint_dir.empty()) {
       fs::create_directories(config_.checkpoint_dir);
       write_model_file(config_.checkpoint_dir, {{"step", std::to_string(step_)}});

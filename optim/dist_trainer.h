@@ -71,9 +71,14 @@ struct DistTrainConfig {
   int64_t eval_every = 0;        // steps between evaluations (0: at each epoch end)
   int64_t log_every = 10;
   size_t max_eval_samples = 0;
+  // Samples per evaluation forward; 0: kEvalBatch (256), but for gpt2 the per-rank
+  // training batch (its forward keeps layers x seq x width activations per sample:
+  // 256 sequences at once would hold far more than a training step).
+  size_t eval_batch_size = 0;
   int64_t exit_after_step = 0;   // test hook: die abruptly (as a crash) after this step
   int uneven_rank = -1;          // test hook: this rank's data ends after uneven_batches
   int64_t uneven_batches = 0;    //   micro-batches per epoch (uneven inputs)
+  bool elastic = false;          // enable_elastic() will follow: the world may change, so ZeRO-3 builds the whole model
   bool elastic_join = false;     // elastic: this process joins a running job (state comes from the members)
   int64_t elastic_snapshot_every = 10;  // elastic ZeRO: steps between neighbour snapshots (K)
   std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
@@ -200,7 +205,8 @@ class DistTrainer {
   ParallelStrategy& strategy() { return *strategy_; }
   size_t num_buckets() const { return strategy_->num_buckets(); }
   // Model-state bytes of this rank, counted from the buffers (zero_memory.h).
-  ModelStateBytes memory_bytes() const { return strategy_->memory_bytes(); }
+  // The strategy's measured bytes, with what the memory check planned (gpt2).
+  ModelStateBytes memory_bytes() const;
   void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
   // Rank 0, full parameters exposed: DIR/model.safetensors; for gpt2 in
   // GPT2LMHeadModel's layout with config.json beside it (save_gpt2_pretrained).

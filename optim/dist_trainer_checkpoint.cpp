@@ -73,7 +73,7 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
   fs::create_directories(dir);
   const std::string model_path = (dir / "model.safetensors").string();
   strategy_->save_optimizer_state(model_path);
-  strategy_->expose_full_parameters();  // ZeRO-3: the whole model; mixed precision: the masters
+  strategy_->expose_full_parameters_on(0);  // rank 0 writes the model (ZeRO-3: gathers it; mixed precision: the masters)
   Metadata meta{{"step", std::to_string(step)},
                 {"epoch", std::to_string(epoch)},
                 {"batches_done", std::to_string(batches_done)},

@@ -39,13 +39,19 @@ double optimizer_state_per_param(const std::string& optimizer, float momentum, b
 double rank_bytes(const MemoryNeed& need, int stage, int world) {
   double b = zero_formula_bytes(stage, need.params, world, need.state_per_param) + need.activation_bytes;
   if (stage == 3) b += 2 * 4 * need.largest_layer;
-  // Construction: every rank builds the whole model, its fp32 parameters and gradients
-  // (8P), and ZeRO-2/3 allocate their gradient shard and optimizer state ((4 + K)P/N)
-  // before the full buffers' pages not owned are released. Measured on gpt2-large
-  // ZeRO-3: at 2 ranks 10.37 GiB peak RSS per rank at start (this gives 10.09 GiB),
-  // against 5.77 GiB of model states afterwards; at 4 ranks the job was OOM-killed on
-  // this 24 GB host while building.
-  const double building = 8 * need.params + (stage >= 2 ? (4 + need.state_per_param) * need.params / world : 0);
+  // ZeRO-2/3 release gradient pages bucket by bucket, but a tied layer's gradient (gpt2's
+  // embedding, also the output head: the largest layer) is written by the first layer of
+  // the backward and complete only at its last, so it stays resident throughout.
+  if (stage >= 2) b += 4 * need.largest_layer;
+  // Construction: a rank writes every parameter of the model it builds (4P; the
+  // gradient buffer is not touched, models/lazy_floats.h), and ZeRO-2/3 allocate their
+  // gradient shard and optimizer state ((4 + K)P/N) before the parameter pages not
+  // owned are released; a sharded build (ZeRO-3, param_store.h) holds its shard plus
+  // the one layer being written instead. Before both (when every rank also zeroed the
+  // whole gradient buffer) gpt2-large under ZeRO-3 reached 10.37 GiB per rank while
+  // building at 2 ranks, and the OOM killer ended it at 4 on this 24 GB host.
+  const double building = need.sharded_build ? 4 * need.params / world + 4 * need.largest_layer
+                                             : 4 * need.params + (stage >= 2 ? (4 + need.state_per_param) * need.params / world : 0);
   return std::max(b, building);
 }
 
@@ -87,8 +93,9 @@ MemoryPlan plan_memory(const MemoryNeed& need, int stage, int world, int local_r
   p.per_rank = rank_bytes(need, stage, world);
   p.per_host = p.per_rank * local_ranks;
   p.available = available_bytes(p.available_from);
+  p.usable = kUsableFraction * p.available;
   for (int s = 0; s <= 3 && p.lowest_fitting_stage < 0; ++s)
-    if (rank_bytes(need, s, world) * local_ranks <= p.available) p.lowest_fitting_stage = s;
+    if (rank_bytes(need, s, world) * local_ranks <= p.usable) p.lowest_fitting_stage = s;
   return p;
 }
 
@@ -97,7 +104,8 @@ std::string memory_refusal(const MemoryPlan& p, int stage, int world) {
   std::string msg = what + " at " + std::to_string(world) + " ranks needs " + gib(p.per_host) + " per host (" +
                     gib(p.per_rank) + " per rank x " + std::to_string(p.local_ranks) +
                     " ranks on this host: the ZeRO formula of the stage plus activations, or the whole model's parameters and gradients while it is built if more), but " +
-                    gib(p.available) + " are available (" + p.available_from + "). ";
+                    gib(p.available) + " are available (" + p.available_from + "), of which 95% (" + gib(p.usable) +
+                    ") may be planned. ";
   if (p.lowest_fitting_stage > stage)
     msg += "The lowest ZeRO stage that fits is --zero " + std::to_string(p.lowest_fitting_stage) + ".";
   else
@@ -108,10 +116,10 @@ std::string memory_refusal(const MemoryPlan& p, int stage, int world) {
 
 void check_memory_fits(Communicator& comm, const MemoryNeed& need, int stage, int local_ranks, bool agree) {
   const MemoryPlan plan = plan_memory(need, stage, comm.size(), local_ranks);
-  int32_t fits = plan.per_host <= plan.available ? 1 : 0;
+  int32_t fits = plan.per_host <= plan.usable ? 1 : 0;
   if (agree) comm.allreduce(make_buffer(&fits, 1), ReduceOp::min);
   if (!fits) {
-    if (plan.per_host <= plan.available)
+    if (plan.per_host <= plan.usable)
       throw std::runtime_error("another rank's host does not have the memory for this job (its message says how much)");
     throw std::runtime_error(memory_refusal(plan, stage, comm.size()));
   }

@@ -19,20 +19,35 @@ std::unique_ptr<ParallelStrategy> make_strategy(const StrategyConfig& config, Mo
   throw std::invalid_argument("--zero " + std::to_string(config.zero_stage) + ": valid stages are 0, 1, 2, 3");
 }
 
-void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root) {
-  comm.broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, root);
-  const auto* p = reinterpret_cast<const unsigned char*>(params.data());
-  uint64_t mine = 1469598103934665603ull;  // FNV-1a
-  for (size_t i = 0; i < params.size_bytes(); ++i) mine = (mine ^ p[i]) * 1099511628211ull;
+namespace {
+// Ranks (by number) whose value differs from rank `root`'s; one allgather.
+std::string ranks_differing(Communicator& comm, uint64_t mine, int root) {
   std::vector<uint64_t> all(size_t(comm.size()));
   comm.allgather(make_buffer(reinterpret_cast<int64_t*>(&mine), 1),
                  make_buffer(reinterpret_cast<int64_t*>(all.data()), all.size()));
   std::string bad;
   for (int r = 0; r < comm.size(); ++r)
-    if (all[size_t(r)] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+    if (all[size_t(r)] != all[size_t(root)]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+  return bad;
+}
+}  // namespace
+
+void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root) {
+  comm.broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, root);
+  const auto* p = reinterpret_cast<const unsigned char*>(params.data());
+  uint64_t mine = 1469598103934665603ull;  // FNV-1a
+  for (size_t i = 0; i < params.size_bytes(); ++i) mine = (mine ^ p[i]) * 1099511628211ull;
+  const std::string bad = ranks_differing(comm, mine, root);
   if (!bad.empty())
     throw std::runtime_error(who + ": after broadcasting rank " + std::to_string(root) + "'s parameters, ranks [" + bad +
                              "] hold different bytes (checksum mismatch)");
+}
+
+void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std::string& who) {
+  const std::string bad = ranks_differing(comm, fingerprint, 0);
+  if (!bad.empty())
+    throw std::runtime_error(who + ": ranks [" + bad + "] built different parameters from rank 0's (fingerprint " +
+                             "mismatch: a different --seed, --init-from or --resume file on those ranks?)");
 }
 
 void ParallelStrategy::broadcast_buffers() {

@@ -122,6 +122,10 @@ class ParallelStrategy {
 
   // Collective: the full parameters on every rank (for a checkpoint), then back.
   virtual void expose_full_parameters() = 0;
+  // Collective: the full parameters on rank `root` only (the one that writes a
+  // checkpoint); the others may hold less (ZeRO-3 sends the shards to root alone).
+  // restore_working_parameters() afterwards as well.
+  virtual void expose_full_parameters_on(int root) { (void)root; expose_full_parameters(); }
   virtual void restore_working_parameters() = 0;
   virtual bool collective_forward() const { return false; }
 
@@ -170,5 +174,8 @@ std::unique_ptr<ParallelStrategy> make_strategy(const StrategyConfig& config, Mo
 // Rank `root`'s parameters to everyone, then an allgather of their FNV-1a checksums;
 // `who` names the strategy in the error.
 void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root = 0);
+// Collective, for models built sharded (ParamStore::fingerprint): throws on every rank,
+// naming the ranks whose fingerprint differs from rank 0's.
+void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std::string& who);
 
 }  // namespace dpt

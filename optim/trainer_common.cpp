@@ -48,7 +48,9 @@ EvalSums evaluate_slice(Module& model, const Dataset& dataset, size_t lo, size_t
     std::iota(idx.begin(), idx.end(), start);
     dataset.fill(idx, batch);
     model.forward(model_input(batch), false);
-    s.loss_x_samples += double(model.loss(model_target(batch))) * double(count);
+    const LossSum l = model.loss_sum(model_target(batch), 1.0f);
+    s.loss_sum += l.sum;
+    s.targets += double(l.count);
     s.samples += double(count);
     // Accuracy for classifiers: one row of logits per sample.
     if (!batch.labels.empty() && !model.takes_tokens() && batch.labels.size() == count) {
@@ -67,7 +69,7 @@ EvalSums evaluate_slice(Module& model, const Dataset& dataset, size_t lo, size_t
 EvalResult eval_result(const EvalSums& s) {
   EvalResult e;
   e.samples = size_t(s.samples);
-  e.loss = s.samples > 0 ? s.loss_x_samples / s.samples : 0;
+  e.loss = s.targets > 0 ? s.loss_sum / s.targets : 0;
   if (s.classifier > 0 && s.samples > 0) e.accuracy = s.correct / s.samples;
   return e;
 }

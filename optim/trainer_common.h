@@ -42,9 +42,12 @@ struct EvalResult {
 };
 
 struct EvalSums {
-  double loss_x_samples = 0, correct = 0, samples = 0, classifier = 0;
-  double* data() { return &loss_x_samples; }  // the four as one array (for an allreduce)
-  static constexpr size_t kCount = 4;
+  // The loss as a sum over targets and their count (Module::loss_sum), so the mean is
+  // over every target of the evaluated set whatever the batching: over tokens for a
+  // language model (padding excluded), over samples for a classifier.
+  double loss_sum = 0, targets = 0, correct = 0, samples = 0, classifier = 0;
+  double* data() { return &loss_sum; }  // the five as one array (for an allreduce)
+  static constexpr size_t kCount = 5;
 };
 
 // Evaluation batches of at most this many samples.

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "optim/wire16.h"
-#include "optim/zero_pages.h"
+#include "models/page_memory.h"
 
 namespace dpt {
 

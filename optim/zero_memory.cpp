@@ -51,6 +51,10 @@ std::string memory_table(const ModelStateBytes& m, const std::string& when) {
       {"comm buffers", mib(double(m.comm))},
       {"gathered (peak)", m.stage == 3 ? mib(double(m.gathered_peak)) + "  (stage-3 working set, not in the sum)" : mib(0)},
       {"peak RSS (process)", mib(double(peak_rss_bytes()))}};
+  if (m.planned > 0) {
+    rows.emplace_back("activations (estimate)", mib(m.activations_estimate) + "  (one micro-batch, gpt2_activation_bytes)");
+    rows.emplace_back("planned per rank", mib(m.planned) + "  (the memory check: formula + gathers + activations)");
+  }
   if (m.master)
     rows.insert(rows.begin() + 3, {"  of which fp32 master", mib(double(m.master)) + "  (mixed precision)"});
   if (m.grads_allocated != m.grads)

@@ -35,6 +35,9 @@ struct ModelStateBytes {
   size_t master = 0;            // mixed precision: the fp32 master weights (part of optimizer)
   size_t comm = 0;
   size_t gathered_peak = 0;     // stage 3: the gathered working set, at its largest so far
+  // What the memory check planned per rank (memory_check.h), when the trainer knows it
+  // (gpt2: from the shape), and its activation term; 0: not shown.
+  double planned = 0, activations_estimate = 0;
 };
 
 double zero_formula_bytes(int stage, double numel, int world, double state_per_param);

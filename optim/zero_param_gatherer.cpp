@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
+#include "models/page_memory.h"
 #include "optim/wire16.h"
-#include "optim/zero_pages.h"
 
 namespace dpt {
 
@@ -119,6 +120,26 @@ void ZeroParamGatherer::gather_all() {
   for (int r = 0; r < layout_.world; ++r) {
     const size_t b = std::min(layout_.begin(r), layout_.numel), e = std::min(layout_.end(r), layout_.numel);
     if (b < e) works.push_back(comm_->broadcast_async(Buffer{params + b, e - b, DType::f32, {}}, r));
+  }
+  for (auto& w : works) w->wait(comm_->timeout());
+}
+
+void ZeroParamGatherer::gather_all_to(int root) {
+  constexpr int64_t kTagShardToRoot = 7200;
+  float* params = model_.flat_params().data();
+  const int me = comm_->rank();
+  auto range = [&](int r) {
+    return std::pair{std::min(layout_.begin(r), layout_.numel), std::min(layout_.end(r), layout_.numel)};
+  };
+  if (me != root) {
+    const auto [b, e] = range(me);
+    if (b < e) comm_->send(Buffer{params + b, e - b, DType::f32, {}}, root, kTagShardToRoot);
+    return;
+  }
+  std::vector<WorkPtr> works;
+  for (int r = 0; r < layout_.world; ++r) {
+    const auto [b, e] = range(r);
+    if (r != root && b < e) works.push_back(comm_->irecv(Buffer{params + b, e - b, DType::f32, {}}, r, kTagShardToRoot));
   }
   for (auto& w : works) w->wait(comm_->timeout());
 }

@@ -9,7 +9,7 @@
 //   gather        every piece a rank does not own is broadcast from its owner, in place
 //                 into the flat buffer (owners' shards tile the buffer, so the
 //                 per-owner broadcasts together are an allgather of the layer's ranges).
-//   release       the non-owned pieces go back to the OS (zero_pages.h); a piece that
+//   release       the non-owned pieces go back to the OS (models/page_memory.h); a piece that
 //                 another held layer also covers stays (tied or shared parameters).
 //   held          a layer whose gather was launched and which is not released yet.
 //   prefetch      when a layer's gather completes, the next layer in the direction of
@@ -41,6 +41,9 @@ class ZeroParamGatherer {
   // Collective: every rank then holds all parameters (checkpoints, checksums), as the
   // owners hold them (always in fp32, whatever the wire).
   void gather_all();
+  // Collective: rank `root` then holds all parameters, the others only their own shard
+  // (each owner sends its shard to root).
+  void gather_all_to(int root);
   // Local: back to the own shard only (also releases any held layer).
   void release_all();
   // Largest number of non-own parameter bytes held at once so far (the gathered

@@ -9,7 +9,7 @@
 #include "optim/clip_grad.h"
 #include "optim/wire16.h"
 #include "optim/zero_checkpoint.h"
-#include "optim/zero_pages.h"
+#include "models/page_memory.h"
 
 namespace dpt {
 
@@ -21,6 +21,18 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
   if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
   // Fails early (length_error) if the world is larger than ParamStore's slack allows.
   model_.store().padded_params(layout_.padded());
+  const ParamStore& store = model_.store();
+  if (store.sharded()) {
+    // A model built sharded holds only one shard: it must be this rank's, by our cut.
+    const int r = comm.rank();
+    const std::pair<size_t, size_t> mine{std::min(layout_.begin(r), layout_.numel), std::min(layout_.end(r), layout_.numel)};
+    if (stage_ != 3 || store.resident_range() != mine)
+      throw std::logic_error("ZeRO-" + std::to_string(stage_) + ": the model was built keeping elements [" +
+                             std::to_string(store.resident_range().first) + ", " +
+                             std::to_string(store.resident_range().second) + ") resident, but rank " +
+                             std::to_string(r) + " of " + std::to_string(comm.size()) + " under ZeRO-3 owns [" +
+                             std::to_string(mine.first) + ", " + std::to_string(mine.second) + ")");
+  }
   if (stage_ == 1) {
     allreduce_ = std::make_unique<GradAllreduce>(model_, comm, config.ddp);
   } else {
@@ -63,12 +75,16 @@ OptimizerRange ZeroStrategy::optimizer_range() const {
 
 void ZeroStrategy::broadcast_parameters() {
   settle();
-  broadcast_verified(*comm_, model_.flat_params(), "ZeRO");
+  // A sharded build holds no rank's whole model to broadcast: the ranks prove they
+  // built the same one instead (every parameter's CRC, param_store.h).
+  if (model_.store().sharded()) verify_same_parameters(*comm_, model_.store().fingerprint(), "ZeRO-3");
+  else broadcast_verified(*comm_, model_.flat_params(), "ZeRO");
   // Every rank holds rank 0's full-precision values: the own shard becomes the master
-  // and all are rounded alike (stage 3 then keeps only its own shard).
+  // and all are rounded alike (stage 3 then keeps only its own shard, so only that
+  // needs rounding).
   if (master_) {
     master_->adopt(param_shard());
-    master_->round_working(model_.flat_params());
+    master_->round_working(gatherer_ ? param_shard() : model_.flat_params());
   }
   if (gatherer_) gatherer_->release_all();
 }
@@ -158,6 +174,13 @@ void ZeroStrategy::expose_full_parameters() {
   if (master_) master_->expose(param_shard());
   if (gatherer_) gatherer_->gather_all();
   else if (master_) allgather_parameters(DType::f32);
+}
+
+void ZeroStrategy::expose_full_parameters_on(int root) {
+  if (!gatherer_) return expose_full_parameters();
+  settle();
+  if (master_) master_->expose(param_shard());
+  gatherer_->gather_all_to(root);
 }
 
 void ZeroStrategy::restore_working_parameters() {

@@ -72,6 +72,9 @@ class ZeroStrategy : public ParallelStrategy {
   // in mixed precision), then back to the working state (stage 3: the own shard
   // only). No-ops in fp32 stages 1 and 2, where all are always resident.
   void expose_full_parameters() override;
+  // Stage 3: every shard to root alone (the others keep their own shard only), so a
+  // checkpoint costs the whole model on one rank, not on all.
+  void expose_full_parameters_on(int root) override;
   void restore_working_parameters() override;
   bool collective_forward() const override { return stage_ == 3; }
   void save_optimizer_state(const std::string& model_path) override;

@@ -97,6 +97,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("resume", po::bool_switch(&c.cfg.resume), "continue from --checkpoint-dir's latest checkpoint")
     ("eval-every", po::value(&c.cfg.eval_every)->default_value(0), "steps between evaluations (0: each epoch)")
     ("max-eval-samples", po::value(&c.cfg.max_eval_samples)->default_value(0), "evaluate on at most this many samples")
+    ("eval-batch-size", po::value(&c.cfg.eval_batch_size)->default_value(0), "samples per evaluation forward (0: 256, for gpt2 the per-rank --batch-size)")
     ("log-every", po::value(&c.cfg.log_every)->default_value(50), "steps between log lines")
     ("metrics-out", po::value(&c.metrics_out)->default_value(""), "write JSON lines of metrics here (rank 0)")
     ("switch-backend", po::value(&c.switch_backend)->default_value(""), "STEP:NAME switch to backend NAME once STEP steps are done")
@@ -287,6 +288,7 @@ int main(int argc, char** argv) {
       }
       comm = elastic->make_comm(elastic->membership);
       c.cfg.elastic_join = elastic->joining;
+      c.cfg.elastic = true;
     } else {
       comm = dpt::backends::create(c.backend, opts);
     }

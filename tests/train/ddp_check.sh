@@ -161,6 +161,20 @@ case $scenario in
       awk -v r="$(num "$(ratio $z)" "stage $z measured/formula")" -v z=$z 'BEGIN { if (r < 0.95 || r > 1.05) { print "stage " z ": measured/formula " r " outside 5%"; exit 1 } print "stage " z ": measured/formula " r }'
     done
     awk -v a="$(num "$(states 3)" "stage 3 model states")" -v b="$(num "$(states 0)" "stage 0 model states")" 'BEGIN { q = a / b; if (!(q <= 0.3)) { print "stage 3 holds " q "x of stage 0"; exit 1 } print "stage 3 / stage 0 model states: " q }' ;;
+  zero-sharded-memory)  # ZeRO-3 builds only its shard (models/param_store.h): at 4 ranks its peak RSS after
+                        # building a 12.7M-parameter GPT is >= 2P bytes below ZeRO-2's, which writes the whole
+                        # model's parameters (4P + 12P/N = 7P bytes) where ZeRO-3 holds 4P/N + 12P/N + one
+                        # layer (4P + a layer); building whole, ZeRO-3 would hold ZeRO-2's 7P
+    for z in 2 3; do
+      mpi 4 --model gpt --gpt-layers 4 --gpt-dim 512 --seq-len 32 --batch-size 2 --steps 1 --log-every 1 --max-eval-samples 8 \
+        --backend mpi --zero $z > "$work/s$z.log" 2>&1 || { cat "$work/s$z.log"; exit 1; }
+    done
+    start_rss() { sed -n '/memory per rank at start/,/peak RSS/p' "$work/s$1.log" | sed -n 's/^| peak RSS (process) *| *\([0-9.]*\) MiB.*/\1/p'; }
+    params() { sed -n 's/^| model *| gpt (\([0-9]*\) parameters.*/\1/p' "$work/s2.log" | head -1; }
+    awk -v a="$(num "$(start_rss 2)" "ZeRO-2 peak RSS at start")" -v b="$(num "$(start_rss 3)" "ZeRO-3 peak RSS at start")" \
+        -v p="$(num "$(params)" "parameter count")" 'BEGIN { d = (a - b) * 1048576 / p
+      print "peak RSS after building: ZeRO-2 " a " MiB, ZeRO-3 " b " MiB: " d " bytes per parameter less"
+      if (!(d >= 2)) { print "ZeRO-3 did not build sharded"; exit 1 } }' ;;
   grad-compress)     # --grad-compress bf16|fp16 end to end: DDP's losses within 2% of fp32's with exactly
                      # half the gradient bytes per step; ZeRO-2 with fp16 gradients within 2% of its fp32 run
     run f32 mpi "$n" "${common[@]}" --backend tcp --steps 40 --batch-size 32

@@ -33,10 +33,16 @@ using namespace dpt;
 
 namespace {
 
+ModelConfig seeded(uint64_t seed) {
+  ModelConfig c;
+  c.seed = seed;
+  return c;
+}
+
 class BatchNormProbe : public Module {
  public:
   BatchNormProbe(bool two_d, int64_t channels, std::vector<int64_t> sample_shape, uint64_t seed)
-      : Module(two_d ? "bn2d" : "bn1d", seed, std::move(sample_shape), false) {
+      : Module(two_d ? "bn2d" : "bn1d", seeded(seed), std::move(sample_shape), false) {
     if (two_d) add_layer<Conv2d>(store_, "conv", channels, channels, 1);
     else add_layer<Linear>(store_, "fc", channels, channels);
     add_layer<BatchNorm>(store_, "bn", channels);

@@ -1,5 +1,7 @@
 #pragma once
-// Page-level memory of a float buffer, for ZeRO-2's gradients.
+// Page-level memory of a float buffer: ZeRO-2/3 release gradient and parameter pages
+// they do not own (optim/), ParamStore its unowned parameters while a model is built
+// sharded (param_store.h).
 //
 // Terms:
 //   page       the OS's unit of resident memory (sysconf(_SC_PAGESIZE) bytes).

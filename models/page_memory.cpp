@@ -1,4 +1,4 @@
-#include "optim/zero_pages.h"
+#include "models/page_memory.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
