@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "comm/store/elastic_membership.h"
+#include "optim/chunked_p2p.h"
 
 namespace dpt {
 
@@ -40,10 +41,10 @@ ZeroSnapshot exchange_snapshot(Communicator& comm, const ShardLayout& layout, Sh
     ss->wait();
     rs->wait();
     std::vector<float> in(static_cast<size_t>(sizes_in[0]));
-    WorkPtr rd = comm.irecv(Buffer{in.data(), in.size(), DType::f32, {}}, from, kTagData);
-    WorkPtr sd = comm.isend(Buffer{out.data(), out.size(), DType::f32, {}}, to, kTagData);
-    sd->wait();
-    rd->wait();
+    // Chunked: a large model's shard and its optimizer state exceed one message's limit.
+    std::vector<WorkPtr> works = irecv_chunked(comm, in.data(), in.size(), from, kTagData);
+    for (auto& w : isend_chunked(comm, out.data(), out.size(), to, kTagData)) works.push_back(std::move(w));
+    wait_all(works, comm);
     // The neighbour's shard has the same buffer names and length S (padding included).
     const size_t len = layout.shard;
     if (in.size() != len * (1 + own.optimizer.size()))

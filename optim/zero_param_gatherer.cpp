@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "models/page_memory.h"
+#include "optim/chunked_p2p.h"
 #include "optim/wire16.h"
 
 namespace dpt {
@@ -131,17 +132,18 @@ void ZeroParamGatherer::gather_all_to(int root) {
   auto range = [&](int r) {
     return std::pair{std::min(layout_.begin(r), layout_.numel), std::min(layout_.end(r), layout_.numel)};
   };
+  std::vector<WorkPtr> works;
   if (me != root) {
     const auto [b, e] = range(me);
-    if (b < e) comm_->send(Buffer{params + b, e - b, DType::f32, {}}, root, kTagShardToRoot);
-    return;
+    works = isend_chunked(*comm_, params + b, e - b, root, kTagShardToRoot);
+  } else {
+    for (int r = 0; r < layout_.world; ++r) {
+      const auto [b, e] = range(r);
+      if (r == root) continue;
+      for (auto& w : irecv_chunked(*comm_, params + b, e - b, r, kTagShardToRoot)) works.push_back(std::move(w));
+    }
   }
-  std::vector<WorkPtr> works;
-  for (int r = 0; r < layout_.world; ++r) {
-    const auto [b, e] = range(r);
-    if (r != root && b < e) works.push_back(comm_->irecv(Buffer{params + b, e - b, DType::f32, {}}, r, kTagShardToRoot));
-  }
-  for (auto& w : works) w->wait(comm_->timeout());
+  wait_all(works, *comm_);
 }
 
 void ZeroParamGatherer::release_all() {
