@@ -103,7 +103,8 @@ std::string memory_refusal(const MemoryPlan& p, int stage, int world) {
   const std::string what = stage == 0 ? "DDP" : "ZeRO-" + std::to_string(stage);
   std::string msg = what + " at " + std::to_string(world) + " ranks needs " + gib(p.per_host) + " per host (" +
                     gib(p.per_rank) + " per rank x " + std::to_string(p.local_ranks) +
-                    " ranks on this host: the ZeRO formula of the stage plus activations, or the whole model's parameters and gradients while it is built if more), but " +
+                    " ranks on this host: the ZeRO formula of the stage plus activations and gathers, or what a rank holds while "
+                    "the model is built if more), but " +
                     gib(p.available) + " are available (" + p.available_from + "), of which 95% (" + gib(p.usable) +
                     ") may be planned. ";
   if (p.lowest_fitting_stage > stage)
