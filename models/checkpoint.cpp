@@ -1,9 +1,11 @@
 #include "models/checkpoint.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include "models/module.h"
+#include "models/safetensors_file.h"
 
 namespace dpt {
 namespace {
@@ -17,10 +19,15 @@ struct Expected {
   const char* what;  // "parameter" or "buffer", for messages
 };
 
-Metadata load_expected(const std::string& path, const std::vector<Expected>& expected) {
-  SafetensorsContents file = load_safetensors(path);
+// Streams the file one tensor at a time (SafetensorsFile: header and checksum checked at
+// open), so a load costs the model plus one tensor, not the model plus the whole file;
+// after_each(i) runs once expected[i] is in place (a sharded build seals it there).
+Metadata load_expected(const std::string& path, const std::vector<Expected>& expected,
+                       const std::function<void(size_t)>& after_each = {}) {
+  const SafetensorsFile file(path);
+  const SafetensorsIndex& index = file.index();
   for (const auto& e : expected) {
-    const NamedTensor* t = file.find(*e.name);
+    const SafetensorsEntry* t = index.find(*e.name);
     if (!t) throw CheckpointError(path, "missing tensor " + *e.name);
     if (t->shape != *e.shape)
       throw CheckpointError(path, "tensor " + *e.name + " has shape " + shape_str(t->shape) +
@@ -30,19 +37,19 @@ Metadata load_expected(const std::string& path, const std::vector<Expected>& exp
       throw CheckpointError(path, std::string("tensor ") + *e.name + " has dtype " + t->dtype +
                                       " but the model's " + e.what + " is " + file_dtype_name(e.dtype));
   }
-  if (file.tensors.size() != expected.size()) {
-    for (const auto& t : file.tensors) {
+  if (index.entries.size() != expected.size()) {
+    for (const auto& t : index.entries) {
       bool found = std::any_of(expected.begin(), expected.end(), [&](const Expected& e) { return *e.name == t.name; });
       if (!found)
         throw CheckpointError(path, "unexpected tensor " + t.name + " (not a parameter or buffer of the model)");
     }
   }
   // Copy only after every check passed, so a bad file leaves the buffers untouched.
-  for (const auto& e : expected) {
-    const NamedTensor* t = file.find(*e.name);
-    std::copy(t->data.begin(), t->data.end(), e.dest.begin());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    file.read(*index.find(*expected[i].name), expected[i].dest);
+    if (after_each) after_each(i);
   }
-  return file.metadata;
+  return index.metadata;
 }
 
 void expect_params(const std::vector<ParamInfo>& infos, std::span<float> flat, std::vector<Expected>& out) {
@@ -101,9 +108,13 @@ Metadata load_model(const std::string& path, Module& model) {
   for (const auto& b : model.buffer_infos())
     expected.push_back({&b.name, &b.shape, b.is_count ? FileDType::I64 : FileDType::F32,
                         buffers.subspan(b.offset, b.numel), "buffer"});
-  Metadata meta = load_expected(path, expected);
-  model.store().seal_all();  // a sharded build keeps only its shard (param_store.h)
-  return meta;
+  // Parameters come first in `expected`, in index order: a sharded build keeps only its
+  // shard of each as it arrives (param_store.h).
+  ParamStore& store = model.store();
+  const size_t params = model.param_infos().size();
+  return load_expected(path, expected, [&](size_t i) {
+    if (i < params) store.seal(i);
+  });
 }
 
 std::string sidecar_path(const std::string& model_path, const std::string& kind) {
