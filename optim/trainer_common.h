@@ -36,7 +36,7 @@ std::string default_dataset(const std::string& model);
 void adapt_model_to_images(const Dataset& train, ModelConfig& config);
 
 struct EvalResult {
-  double loss = 0;                 // mean loss per sample (nats per token for language models)
+  double loss = 0;                 // mean loss per target: per sample, per token for language models (nats)
   std::optional<double> accuracy;  // classifiers only
   size_t samples = 0;
 };
