@@ -33,11 +33,16 @@ PcieBytes pcie_so_far(const Module& model) {
 }
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// ZeRO-3 builds only this rank's shard of the parameters (param_store.h), so no rank
+// ever holds the whole model; not under --elastic, where a re-formed group of another
+// size needs the whole model on every rank (dist_trainer_elastic.cpp).
+bool builds_sharded(const DistTrainConfig& c) { return c.parallel.zero_stage == 3 && !c.elastic; }
+
 // What the job will hold per rank (memory_check.h): gpt2 from its shape (`built` may be
 // null), any other model from the built one (no activation estimate: they are small).
 MemoryNeed memory_need(const DistTrainConfig& c, const Module* built) {
   MemoryNeed n;
-  n.sharded_build = c.parallel.zero_stage == 3 && !c.elastic;  // as the constructor builds it
+  n.sharded_build = builds_sharded(c);
   n.state_per_param = optimizer_state_per_param(c.optimizer, c.optimizer_config.momentum, c.parallel.precision != DType::f32);  // bf16/fp16: fp32 masters too
   if (c.model == "gpt2") {
     n.params = double(gpt2_param_count(c.model_config));
@@ -79,11 +84,8 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   token_mean_ = train_->has_ignored_targets();
   // The model's input channels and image size come from the data (as in train_local).
   adapt_model_to_images(*train_, config_.model_config);
-  // ZeRO-3 builds only this rank's shard of the parameters (param_store.h), so no rank
-  // ever holds the whole model; not under --elastic, where a re-formed group of another
-  // size needs the whole model on every rank (dist_trainer_elastic.cpp).
   ModelConfig model_config = config_.model_config;
-  if (config_.parallel.zero_stage == 3 && !config_.elastic) {
+  if (builds_sharded(config_)) {
     model_config.resident_rank = comm.rank();
     model_config.resident_world = comm.size();
   }
