@@ -1,164 +1,140 @@
+// The registry: walks the list of registered backends (registration.h); it knows none of
+// them by name and has no build-dependent code.
 #include "backends/registry.h"
 
 #include <stdexcept>
 
-#include "backends/nccl/nccl_backend.h"
-#include "backends/tcp/tcp_backend.h"
+#include "backends/registration.h"
 #include "comm/env.h"
 #include "comm/launch_env.h"
 #include "comm/log.h"
-#ifdef DPT_HAVE_MPI
-#include "backends/mpi/mpi_communicator.h"
-#include "backends/mpi/mpi_runtime.h"
-#endif
 
 namespace dpt::backends {
 
-const std::vector<std::string>& known() {
-  static const std::vector<std::string> k = {"mpi", "tcp", "nccl", "auto"};
-  return k;
+namespace {
+
+constexpr const char* kAuto = "auto";
+
+const Entry* find(const std::string& name) {
+  for (const Entry& e : entries())
+    if (name == e.name) return &e;
+  return nullptr;
 }
 
-std::vector<std::string> available() {
-  std::vector<std::string> out;
-#ifdef DPT_HAVE_MPI
-  out.push_back("mpi");
-#endif
-  out.push_back("tcp");
-  if (nccl_built()) out.push_back("nccl");
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 
-std::string describe(const std::string& name) {
-  if (name == "mpi") {
-#ifdef DPT_HAVE_MPI
-    return "mpi: built (Open MPI point-to-point and native collectives)";
-#else
-    return "mpi: not built (no MPI found at configure time)";
-#endif
+// "mpi, tcp, auto; not built here: nccl (needs CUDA)".
+std::string valid_names() {
+  std::string out = join(available()) + ", " + kAuto;
+  std::string absent;
+  for (const Entry& e : entries())
+    if (!e.registration) absent += std::string(absent.empty() ? "" : ", ") + e.name + " (" + e.not_built_reason + ")";
+  return absent.empty() ? out : out + "; not built here: " + absent;
+}
+
+[[noreturn]] void throw_unknown(const std::string& name) {
+  throw std::invalid_argument("unknown backend '" + name + "'; valid backends: " + valid_names());
+}
+
+const Registration& built(const Entry& e) {
+  if (!e.registration)
+    throw NotBuiltError("backend '" + std::string(e.name) + "' is not built (" + e.not_built_reason +
+                        "); built backends: " + join(available()));
+  return *e.registration;
+}
+
+// The entry `name` means under this launch; "auto" as documented in registry.h.
+const Entry& entry_for(const std::string& name, const LaunchInfo& li) {
+  if (name != kAuto) {
+    const Entry* e = find(name);
+    if (!e) throw_unknown(name);
+    return *e;
   }
-  if (name == "tcp") return "tcp: built (own backend: TCP mesh, store rendezvous)";
-  if (name == "nccl") return std::string("nccl: ") + nccl_status();
-  return name + ": unknown";
+  for (const Entry& e : entries())
+    if (e.registration && e.registration->takes_auto && e.registration->takes_auto(li)) return e;
+  throw NotBuiltError("no built backend takes 'auto' under this launch; built backends: " + join(available()));
 }
 
-std::string default_name() { return env::get_string(env::kBackend); }
-
-namespace {
-
-// What `auto` means under this launch (registry.h).
-std::string resolve_for(const std::string& name, const LaunchInfo& li) {
-  if (name != "auto") return name;
-#ifdef DPT_HAVE_MPI
-  if (li.under_mpi()) return "mpi";
-#endif
-  return "tcp";
-}
-
-// Under an MPI launcher, the other backends' bootstraps share rank 0's strings over MPI.
-ShareFromRank0 mpi_share(const LaunchInfo& li) {
-#ifdef DPT_HAVE_MPI
-  if (li.under_mpi()) return [](const std::string& v) { return mpi::broadcast_from_rank0(v); };
-#endif
+// The launcher's broadcast from rank 0, from the first backend that offers one here.
+ShareFromRank0 launcher_share(const LaunchInfo& li) {
+  for (const Entry& e : entries())
+    if (e.registration && e.registration->launcher_share)
+      if (ShareFromRank0 s = e.registration->launcher_share(li)) return s;
   return nullptr;
 }
 
 }  // namespace
 
-std::string resolve(const std::string& name) { return resolve_for(name, detect_launch()); }
+const std::vector<std::string>& known() {
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> out;
+    for (const Entry& e : entries()) out.push_back(e.name);
+    out.push_back(kAuto);
+    return out;
+  }();
+  return k;
+}
+
+std::vector<std::string> available() {
+  std::vector<std::string> out;
+  for (const Entry& e : entries())
+    if (e.registration) out.push_back(e.name);
+  return out;
+}
+
+std::string describe(const std::string& name) {
+  const Entry* e = find(name);
+  if (!e) return name + ": unknown";
+  if (!e->registration) return name + ": not built (" + e->not_built_reason + ")";
+  return name + ": " + e->registration->status();
+}
+
+std::string default_name() { return env::get_string(env::kBackend); }
+
+std::string resolve(const std::string& name) {
+  if (name != kAuto) return name;
+  return entry_for(name, detect_launch()).name;
+}
 
 std::unique_ptr<Communicator> create(const std::string& requested, CommOptions options) {
-  bool is_known = false;
-  for (const auto& k : known()) is_known |= (k == requested);
-  if (!is_known) {
-    std::string valid;
-    for (const auto& k : known()) valid += (valid.empty() ? "" : ", ") + k;
-    throw std::invalid_argument("unknown backend '" + requested + "'; valid backends: " + valid);
-  }
+  // A misspelt name is reported as such before the launch variables are read.
+  if (requested != kAuto && !find(requested)) throw_unknown(requested);
   const LaunchInfo li = detect_launch();
-  const std::string name = resolve_for(requested, li);
-  std::unique_ptr<Communicator> c;
-  if (name == "tcp") {
-    c = create_tcp_world(li, options, mpi_share(li));
-  } else if (name == "mpi") {
-#ifdef DPT_HAVE_MPI
-    c = create_mpi_communicator(options);
-    // Under build/bin/launch, torchrun or srun without PMI, each process starts MPI alone
-    // (a singleton): it would train by itself, silently. Say so instead.
-    if (li.world_size != c->size())
-      throw UsageError(ErrorContext{li.rank, li.world_size, "mpi", "init", -1, -1},
-                       "the launch variables (" + li.source + " style) say " + std::to_string(li.world_size) +
-                           " processes, but MPI sees a world of " + std::to_string(c->size()) +
-                           " (each process is its own MPI job): start MPI jobs with mpirun/srun (mpirun -np " +
-                           std::to_string(li.world_size) + " ...), or use --backend tcp under this launcher");
-#else
-    throw NotBuiltError("backend 'mpi' is not built: no MPI was found when this build was configured");
-#endif
-  } else if (name == "nccl") {
-    c = create_nccl_world(li, options, mpi_share(li));
-  }
+  const Entry& e = entry_for(requested, li);
+  std::unique_ptr<Communicator> c = built(e).create_world(li, options, launcher_share(li));
   log::set_rank(c->rank());
-  log::info("created backend {} ({} of {})", name, c->rank(), c->size());
+  log::info("created backend {} ({} of {})", e.name, c->rank(), c->size());
   return c;
 }
 
-// FNV-1a: a group's name to a number every member computes alike.
-static uint64_t name_hash(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 std::unique_ptr<Communicator> create_in_store(const StoreGroup& g, CommOptions options) {
-  const ErrorContext ctx{g.rank, g.size, g.backend, "init", -1, -1};
-  std::unique_ptr<Communicator> c;
-  if (g.backend == "tcp") {
-    TcpStoreRendezvous r;
-    r.rank = g.rank;
-    r.world_size = g.size;
-    r.store = g.store;
-    r.prefix = "dpt/tcp";
-    r.comm_id = name_hash(g.group_name);
-    r.peer_hint = g.peer_hint;
-    r.job_token = g.job_token;
-    r.timeout = g.rendezvous_timeout;
-    c = create_tcp_communicator_in_store(r, options);
-  } else if (g.backend == "mpi") {
-#ifdef DPT_HAVE_MPI
-    if (g.world_ranks.empty()) {
-      c = create_mpi_communicator(options);
-    } else {
-      // MPI tags are at least 15 bits; the name tells concurrent creations apart.
-      c = create_mpi_group_communicator(g.world_ranks, static_cast<int>(name_hash(g.group_name) % 32767), options);
-    }
-    if (c->size() != g.size || c->rank() != g.rank)
-      throw UsageError(ctx, "MPI places this process at rank " + std::to_string(c->rank()) + " of " +
-                                std::to_string(c->size()) + ", but the caller says rank " + std::to_string(g.rank) +
-                                " of " + std::to_string(g.size) +
-                                ": start the job with mpirun (one MPI world), or use the tcp backend under this launcher");
-#else
-    throw NotBuiltError("backend 'mpi' is not built: no MPI was found when this build was configured");
-#endif
-  } else {
-    throw UsageError(ctx, "backend '" + g.backend + "' cannot be made from a store; valid: tcp, mpi");
+  const Entry* e = find(g.backend);
+  if (e) built(*e);  // a known backend that is not built here says so
+  if (!e || !e->registration->create_in_store) {
+    std::vector<std::string> able;
+    for (const Entry& x : entries())
+      if (x.registration && x.registration->create_in_store) able.push_back(x.name);
+    throw UsageError(ErrorContext{g.rank, g.size, g.backend, "init", -1, -1},
+                     "backend '" + g.backend + "' cannot be made from a store; valid: " + join(able));
   }
+  std::unique_ptr<Communicator> c = e->registration->create_in_store(g, options);
   log::set_rank(g.rank);
   log::info("group '{}': {} communicator, rank {} of {}", g.group_name, c->backend_name(), c->rank(), c->size());
   return c;
 }
 
 std::string share_over_mpi(const std::string& value) {
-#ifdef DPT_HAVE_MPI
-  const LaunchInfo li = detect_launch();
-  if (li.source == "openmpi" || li.source == "pmi") return mpi::broadcast_from_rank0(value);
-#endif
-  return value;
+  const ShareFromRank0 share = launcher_share(detect_launch());
+  return share ? share(value) : value;
 }
 
 void abort_job(int exit_code) {
-#ifdef DPT_HAVE_MPI
-  mpi::abort_job(exit_code);
-#endif
+  for (const Entry& e : entries())
+    if (e.registration && e.registration->abort_job) e.registration->abort_job(exit_code);
 }
 
 }  // namespace dpt::backends

@@ -21,5 +21,6 @@ echo "step_$half" > "$out/resumed/latest"
 "$bin/launch" -n 4 "$bin/train" "${job[@]}" --checkpoint-dir "$out/resumed" --resume --metrics-out "$out/resumed.jsonl" \
   > "$out/resumed.log" 2>&1
 grep "final:" "$out/full.log" "$out/resumed.log"
-"$bin/compare_runs" --metrics "$out/full.jsonl" "$out/resumed.jsonl" --model "$out/full/model.safetensors" \
+# --from-step: the resumed run logs only the steps after $half; every one of them must match.
+"$bin/compare_runs" --metrics "$out/full.jsonl" "$out/resumed.jsonl" --from-step "$half" --model "$out/full/model.safetensors" \
   "$out/resumed/model.safetensors" --rtol 0

@@ -8,7 +8,12 @@
 //   tcp 2-way   the same connection carrying data both ways at once (a 2-rank ring
 //               does this): GB/s per direction.
 // Sockets get 8 MiB buffers and TCP_NODELAY, as the tcp backend's mesh sets them.
-//   physical_limits [SECONDS_PER_TEST]      (default 1)
+//   compute     the vector units' arithmetic peak (bench/compute_peak.h): fp32 FMA with
+//               AVX-512 (zmm) and AVX2 (ymm), bf16 dot products with AVX512-BF16 and AMX,
+//               each on 1 thread and on every core, GFLOP/s. A kernel this CPU or OS cannot
+//               run says so instead. At most 0.5 s each: they are steady within
+//               milliseconds.
+//   physical_limits [SECONDS_PER_TEST] [all|io|compute]      (default 1, all)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +30,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/compute_peak.h"
 
 namespace {
 
@@ -123,18 +131,43 @@ double tcp_gbps(bool both_ways, double seconds) {
   return double(both_ways ? std::min(sent, received) : sent) / s / 1e9;
 }
 
+void print_compute_peaks(double seconds) {
+  using dpt::bench::Peak;
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const auto& f = dpt::cpu_features();
+  std::printf("# cpu: fp32 level %s; avx512f %d avx512_bf16 %d amx_tile %d amx_bf16 %d\n",
+              dpt::simd_level_name(f.fp32_level()), f.avx512f, f.avx512_bf16, f.amx_tile, f.amx_bf16);
+  for (Peak p : {Peak::fma_zmm, Peak::fma_ymm, Peak::bf16_dot_zmm, Peak::amx_bf16}) {
+    if (!dpt::bench::peak_supported(p)) {
+      std::printf("%-38s not run: %s\n", dpt::bench::peak_name(p),
+                  p == Peak::amx_bf16 && f.amx_tile ? "Linux refused the AMX permission" : "not on this CPU/OS");
+      continue;
+    }
+    for (int threads : {1, cores}) {
+      std::printf("%-38s %2d thread%s %9.1f GFLOP/s\n", dpt::bench::peak_name(p), threads, threads == 1 ? " " : "s",
+                  dpt::bench::peak_gflops(p, threads, std::min(seconds, 0.5)));
+      std::fflush(stdout);
+      if (cores == 1) break;
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 1.0;
-  if (!(seconds > 0)) {
-    std::fprintf(stderr, "usage: physical_limits [SECONDS_PER_TEST > 0]\n");
+  const std::string which = argc > 2 ? argv[2] : "all";
+  if (!(seconds > 0) || (which != "all" && which != "io" && which != "compute")) {
+    std::fprintf(stderr, "usage: physical_limits [SECONDS_PER_TEST > 0] [all|io|compute]\n");
     return 2;
   }
   std::printf("# physical limits (%u cores online)\n", unsigned(std::thread::hardware_concurrency()));
-  std::printf("memcpy 256 KiB          %7.2f GB/s\n", memcpy_gbps(256 << 10, seconds));
-  std::printf("memcpy 64 MiB           %7.2f GB/s\n", memcpy_gbps(64 << 20, seconds));
-  std::printf("tcp loopback 1-way      %7.2f GB/s\n", tcp_gbps(false, seconds));
-  std::printf("tcp loopback 2-way      %7.2f GB/s per direction\n", tcp_gbps(true, seconds));
+  if (which != "compute") {
+    std::printf("memcpy 256 KiB          %7.2f GB/s\n", memcpy_gbps(256 << 10, seconds));
+    std::printf("memcpy 64 MiB           %7.2f GB/s\n", memcpy_gbps(64 << 20, seconds));
+    std::printf("tcp loopback 1-way      %7.2f GB/s\n", tcp_gbps(false, seconds));
+    std::printf("tcp loopback 2-way      %7.2f GB/s per direction\n", tcp_gbps(true, seconds));
+  }
+  if (which != "io") print_compute_peaks(seconds);
   return 0;
 }

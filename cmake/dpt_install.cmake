@@ -4,9 +4,11 @@
 include(CMakePackageConfigHelpers)
 
 set(_dpt_targets dpt_comm dpt_backend_tcp dpt_backends)
-if(DPT_HAVE_MPI)
-  list(APPEND _dpt_targets dpt_backend_mpi)
-endif()
+foreach(t dpt_backend_mpi dpt_backend_nccl)  # where this build has them
+  if(TARGET ${t})
+    list(APPEND _dpt_targets ${t})
+  endif()
+endforeach()
 foreach(t dpt_models dpt_data dpt_optim dpt_local_trainer dpt_train)
   if(TARGET ${t})
     list(APPEND _dpt_targets ${t})

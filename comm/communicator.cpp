@@ -34,11 +34,13 @@ CommOptions CommOptions::from_env() {
   double t = env::get_double(env::kTimeoutS);
   if (t <= 0) throw std::invalid_argument("COMM_TIMEOUT_S must be positive");
   o.timeout = Millis(static_cast<int64_t>(t * 1000));
-  const int64_t rd_max = env::get_int(env::kRdMaxBytes), tree_max = env::get_int(env::kTreeMaxBytes);
-  if (rd_max < 0) throw std::invalid_argument("COMM_RD_MAX_BYTES must be >= 0");
-  if (tree_max < 0) throw std::invalid_argument("COMM_TREE_MAX_BYTES must be >= 0");
-  o.thresholds.rd_max_bytes = static_cast<size_t>(rd_max);
-  o.thresholds.tree_max_bytes = static_cast<size_t>(tree_max);
+  for (const algo::Algorithm* a : algo::all()) {  // each algorithm's own `auto` threshold
+    const char* var = a->threshold.env;
+    if (!var) continue;
+    const int64_t bytes = env::get_int(var);
+    if (bytes < 0) throw std::invalid_argument(std::string(var) + " must be >= 0");
+    o.thresholds.set(var, static_cast<size_t>(bytes));
+  }
   int64_t seg = env::get_int(env::kSegmentBytes);
   if (seg < 64) throw std::invalid_argument("COMM_SEGMENT_BYTES must be at least 64");
   o.thresholds.segment_bytes = static_cast<size_t>(seg);
@@ -74,11 +76,13 @@ WorkPtr Communicator::isend(const Buffer& buf, int peer, int64_t tag) {
   if (tag < 0 || tag > kMaxUserTag)
     throw UsageError(context("send", peer), "tag " + std::to_string(tag) + " outside [0, " + std::to_string(kMaxUserTag) + "]");
   if (aborted_) throw AbortedError(context("send", peer), "communicator was aborted: " + abort_reason_);
+  check_in_service("send", peer);
   check_device(buf, "send");
   WorkPtr w = !buf.device.is_cpu() && buf.count > 0 && !takes_device_p2p()
                   ? device::staged_isend(buf, [&](const Buffer& host) { return do_isend(host, peer, tag); })
                   : do_isend(buf, peer, tag);
   w->set_default_timeout(wait_timeout());
+  count(buf.bytes(), 0);
   return w;
 }
 
@@ -88,12 +92,36 @@ WorkPtr Communicator::irecv(const Buffer& buf, int peer, int64_t tag) {
   if (tag < 0 || tag > kMaxUserTag)
     throw UsageError(context("recv", peer), "tag " + std::to_string(tag) + " outside [0, " + std::to_string(kMaxUserTag) + "]");
   if (aborted_) throw AbortedError(context("recv", peer), "communicator was aborted: " + abort_reason_);
+  check_in_service("recv", peer);
   check_device(buf, "recv");
   WorkPtr w = !buf.device.is_cpu() && buf.count > 0 && !takes_device_p2p()
                   ? device::staged_irecv(buf, [&](const Buffer& host) { return do_irecv(host, peer, tag); })
                   : do_irecv(buf, peer, tag);
   w->set_default_timeout(wait_timeout());
+  count(0, buf.bytes());
   return w;
+}
+
+void Communicator::check_in_service(const char* op, int peer) const {
+  if (retired_) throw UsageError(context(op, peer), "this " + backend_name() + " communicator was retired (" + retire_reason_ + ")");
+}
+
+void Communicator::count(uint64_t sent, uint64_t received) {
+  ops_.fetch_add(1, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(sent, std::memory_order_relaxed);
+  bytes_received_.fetch_add(received, std::memory_order_relaxed);
+}
+
+Traffic Communicator::traffic() const {
+  return Traffic{ops_.load(std::memory_order_relaxed), bytes_sent_.load(std::memory_order_relaxed),
+                 bytes_received_.load(std::memory_order_relaxed)};
+}
+
+void Communicator::retire(const std::string& why) {
+  std::lock_guard<std::mutex> lk(abort_mu_);
+  if (retired_) return;
+  retire_reason_ = why;
+  retired_ = true;
 }
 
 // ---- collectives: argument checks on the caller's thread, execution on the worker ----
@@ -109,6 +137,7 @@ void Communicator::check_device(const Buffer& b, const char* op) const {
 
 void Communicator::check_args(const CollArgs& a) const {
   auto fail = [&](const std::string& why) { throw UsageError(context(coll_name(a.kind)), why); };
+  check_in_service(coll_name(a.kind));
   check_device(a.send, coll_name(a.kind));
   check_device(a.recv, coll_name(a.kind));
   const bool needs_root = a.kind == CollKind::reduce || a.kind == CollKind::broadcast ||
@@ -214,6 +243,8 @@ std::exception_ptr Communicator::run_task(const CollArgs& a) {
     if (broken_) std::rethrow_exception(broken_);
     if (options_.debug_collectives) check_collective_fingerprints(*this, a);
     execute(a);
+    const auto payload = collective_payload(a, rank_);
+    count(payload.first, payload.second);
     return nullptr;
   } catch (const CommError& e) {
     // Re-label the error with the collective it happened in, keeping its kind and peer.
@@ -303,6 +334,7 @@ std::string Communicator::broadcast_bytes(const std::string& value, int root) {
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  check_in_service("split");
   if (color < kUndefinedColor)
     throw UsageError(context("split"), "color must be >= 0 or kUndefinedColor (-1)");
   return do_split(color, key);
@@ -311,8 +343,12 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 std::unique_ptr<Communicator> Communicator::do_split(int color, int key) {
   int new_rank = -1;
   std::vector<int> members = split_members(*this, color, key, &new_rank);
+  // Every rank counts the split, also one that passed kUndefinedColor: the next split's
+  // context must be the same number on all of them (issue 25: a rank that skipped the
+  // count gave its next subgroup another context, and its messages never matched).
+  const uint64_t serial = uint64_t(++split_count_);
   if (members.empty()) return nullptr;
-  uint64_t h = uint64_t(++split_count_) * 7919u + uint64_t(color) * 104729u;
+  uint64_t h = serial * 7919u + uint64_t(color) * 104729u;
   uint64_t ctx = 1 + (h % ((uint64_t{1} << 22) - 2));
   return std::make_unique<SubgroupCommunicator>(*this, std::move(members), new_rank, ctx);
 }

@@ -21,16 +21,20 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "comm/algorithms/algo.h"
 #include "comm/error.h"
+#include "comm/traffic.h"
 #include "comm/types.h"
 #include "comm/work.h"
 
 namespace dpt {
 
 namespace device { class DeviceStaging; }
+namespace algo { struct Threshold; }
 class CollectiveQueue;
 struct QueueStats;
 
@@ -52,11 +56,23 @@ struct CollArgs {
   int64_t tag = 0;              // internal tag this collective's messages use
 };
 
-// The selector's knobs (see comm/algorithms/selector.h).
-struct AlgoThresholds {
-  size_t rd_max_bytes = 64 * 1024;      // allreduce on 2 ranks: recursive doubling up to here (measured, bench/compare.sh)
-  size_t tree_max_bytes = 256 * 1024;    // allreduce: tree up to here, ring above (measured, bench/compare.sh)
-  size_t segment_bytes = 1 << 20;        // ring pipelining segment
+// The algorithms' size knobs. Each `auto` threshold belongs to the algorithm that
+// declares it (comm/algorithms/registry.h, Algorithm::threshold) and is named by its
+// environment variable, e.g. set("COMM_TREE_MAX_BYTES", 1 << 20); one never set takes
+// the default its algorithm declares. CommOptions::from_env sets every registered one.
+class AlgoThresholds {
+ public:
+  size_t segment_bytes = 1 << 20;  // ring and tree-broadcast pipelining segment (COMM_SEGMENT_BYTES)
+
+  // Both throw std::invalid_argument, listing the registered variables, for a variable
+  // no registered algorithm declares.
+  void set(std::string_view env, size_t bytes);
+  size_t get(std::string_view env) const;
+  // The selector's lookup: the value set for `t.env`, else t.default_bytes.
+  size_t get(const algo::Threshold& t) const;
+
+ private:
+  std::vector<std::pair<const char*, size_t>> values_;  // (a registered Threshold's env, bytes)
 };
 
 struct CommOptions {
@@ -69,7 +85,8 @@ struct CommOptions {
   // A thread waiting on a queued collective runs it (and those before it) itself
   // instead of the worker thread (comm/collective_queue.h, "driver").
   bool waiters_run = true;
-  // Defaults from COMM_ALGO, COMM_TIMEOUT_S, COMM_TREE_MAX_BYTES, COMM_SEGMENT_BYTES,
+  // Defaults from COMM_ALGO, COMM_TIMEOUT_S, every registered algorithm's threshold
+  // variable (COMM_RD_MAX_BYTES, COMM_TREE_MAX_BYTES, ...), COMM_SEGMENT_BYTES,
   // COMM_DEBUG_COLLECTIVES, COMM_WAITERS_RUN.
   static CommOptions from_env();
 };
@@ -146,6 +163,14 @@ class Communicator {
   void abort(const std::string& reason);
   bool aborted() const { return aborted_.load(); }
 
+  // Operations and payload bytes this communicator carried so far (comm/traffic.h).
+  Traffic traffic() const;
+  // Takes the communicator out of service without touching its peers (a trainer that
+  // switched to another backend): any later operation raises a UsageError naming this
+  // backend and `why`. What it carried stays readable.
+  void retire(const std::string& why);
+  bool retired() const { return retired_.load(); }
+
   // Which algorithm a collective with these arguments would run (for logs and benches).
   Algo resolve_algo(const CollArgs& a) const;
   // Whether a collective of this kind on CUDA buffers reaches the backend as device
@@ -203,6 +228,8 @@ class Communicator {
   void execute_on_host(const CollArgs& a, Algo algo);
   void check_args(const CollArgs& a) const;
   void check_device(const Buffer& b, const char* op) const;
+  void check_in_service(const char* op, int peer = -1) const;
+  void count(uint64_t sent, uint64_t received);
 
   int rank_;
   int size_;
@@ -211,6 +238,9 @@ class Communicator {
   std::mutex abort_mu_;            // guards abort_reason_'s writing
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;
+  std::atomic<bool> retired_{false};
+  std::string retire_reason_;      // written once, before retired_ is set
+  std::atomic<uint64_t> ops_{0}, bytes_sent_{0}, bytes_received_{0};
   std::exception_ptr broken_;      // first error: later collectives fail fast with it
   std::unique_ptr<device::DeviceStaging> staging_;  // used by whoever runs a collective; made on first use
   std::unique_ptr<CollectiveQueue> queue_;          // the order of collectives and who runs them

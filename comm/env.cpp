@@ -1,22 +1,28 @@
 #include "comm/env.h"
 
 #include <cstdlib>
+#include <deque>
 #include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "comm/algorithms/registry.h"
 
 namespace dpt::env {
 
-const std::vector<Knob>& knobs() {
+namespace {
+
+// Marks, in the list below, where the registered algorithms' thresholds go.
+constexpr Knob kAlgorithmThresholds{nullptr, "", ""};
+
+// The knobs declared here. kAlgo's meaning is written from the registered names.
+const std::vector<Knob>& declared_knobs() {
   static const std::vector<Knob> k = {
       {kBackend, "auto", "backend when --backend is not given: mpi, tcp, nccl or auto"},
-      {kAlgo, "auto",
-       "collective algorithm: auto, native, or a registered algorithm's name (ring, tree, recursive_doubling, linear, "
-       "pairwise, dissemination), which applies to the collectives that have one"},
+      {kAlgo, "auto", ""},
       {kTimeoutS, "300", "seconds any single wait may take before it fails with an error"},
       {kRendezvousTimeoutS, "120", "seconds to wait for all ranks to join the store"},
-      {kRdMaxBytes, "65536",
-       "auto selector: on 2 ranks, allreduce messages up to this many bytes use recursive doubling (one exchange)"},
-      {kTreeMaxBytes, "262144",
-       "auto selector: allreduce messages up to this many bytes use the tree, larger ones the ring"},
+      kAlgorithmThresholds,
       {kSegmentBytes, "1048576", "ring pipelining: bytes per segment of a chunk"},
       {kWaitersRun, "1",
        "1 = a thread waiting on a queued (async) collective runs it, and those issued before it, itself, so a batch "
@@ -69,6 +75,33 @@ const std::vector<Knob>& knobs() {
       {"RANK / WORLD_SIZE / LOCAL_RANK", "", "torchrun-style launch variables (also read: OMPI_COMM_WORLD_*, PMI_*, SLURM_*)"},
   };
   return k;
+}
+
+}  // namespace
+
+const std::vector<Knob>& knobs() {
+  static const std::vector<Knob> all = [] {
+    static std::deque<std::string> text;  // the generated strings (a deque never moves them)
+    auto keep = [](std::string s) { return text.emplace_back(std::move(s)).c_str(); };
+    std::vector<Knob> out;
+    for (const Knob& k : declared_knobs()) {
+      if (k.name == nullptr) {
+        for (const algo::Algorithm* a : algo::all())
+          if (a->threshold.env)
+            out.push_back({a->threshold.env, keep(std::to_string(a->threshold.default_bytes)), a->threshold.meaning});
+      } else if (std::string_view(k.name) == kAlgo) {
+        std::string names;
+        for (const std::string& n : algo::names()) names += (names.empty() ? "" : ", ") + n;
+        out.push_back({k.name, k.default_value,
+                       keep("collective algorithm: auto, native, or a registered algorithm's name (" + names +
+                            "), which applies to the collectives that have one")});
+      } else {
+        out.push_back(k);
+      }
+    }
+    return out;
+  }();
+  return all;
 }
 
 static const Knob* find(const char* name) {

@@ -1,6 +1,10 @@
 #pragma once
-// Every COMM_* environment knob, declared in one place with its default and meaning.
-// The README's table is generated from the same list (`launch --print-env`).
+// Every COMM_* environment knob with its default and meaning, in one list: knobs().
+// Most are declared in env.cpp; an algorithm's `auto` threshold (COMM_RD_MAX_BYTES,
+// COMM_TREE_MAX_BYTES, ...) is declared by the algorithm itself in its file
+// (comm/algorithms/registry.h) and knobs() takes it from the registry. The README's
+// table is printed from knobs() (`launch --print-env`); tests/comm/algo_registry_test.cpp
+// checks that the two agree.
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -14,7 +18,8 @@ struct Knob {
   const char* meaning;
 };
 
-// The full list, in the order the README shows it.
+// The full list, the registered algorithms' thresholds included, in the order the
+// README shows it.
 const std::vector<Knob>& knobs();
 
 // Raw value or the default; throws std::invalid_argument naming the variable when a
@@ -31,6 +36,9 @@ inline constexpr const char* kBackend = "COMM_BACKEND";
 inline constexpr const char* kAlgo = "COMM_ALGO";
 inline constexpr const char* kTimeoutS = "COMM_TIMEOUT_S";
 inline constexpr const char* kRendezvousTimeoutS = "COMM_RENDEZVOUS_TIMEOUT_S";
+// Thresholds declared by tree_allreduce.cpp and recursive_doubling_allreduce.cpp: the
+// constants only let code name them (tools/comm_bench prints one); a new algorithm's
+// threshold needs none.
 inline constexpr const char* kTreeMaxBytes = "COMM_TREE_MAX_BYTES";
 inline constexpr const char* kRdMaxBytes = "COMM_RD_MAX_BYTES";
 inline constexpr const char* kSegmentBytes = "COMM_SEGMENT_BYTES";

@@ -29,12 +29,13 @@ WorkPtr SubgroupCommunicator::do_irecv(const Buffer& buf, int peer, int64_t tag)
 std::unique_ptr<Communicator> SubgroupCommunicator::do_split(int color, int key) {
   int new_rank = -1;
   std::vector<int> mine = split_members(*this, color, key, &new_rank);
+  const uint64_t serial = uint64_t(++split_serial_);  // counted on every rank (Communicator::do_split)
   if (mine.empty()) return nullptr;
   // Children talk to the root directly (no nesting of tag spaces); their context is a
   // hash of ours, the split number and the color, identical on all members.
   std::vector<int> root_members;
   for (int m : mine) root_members.push_back(members_[m]);
-  uint64_t h = context_ * 1000003u + uint64_t(++split_serial_) * 7919u + uint64_t(color) * 104729u;
+  uint64_t h = context_ * 1000003u + serial * 7919u + uint64_t(color) * 104729u;
   uint64_t ctx = 1 + (h % ((uint64_t{1} << 22) - 2));
   return std::make_unique<SubgroupCommunicator>(root_, root_members, new_rank, ctx);
 }

@@ -17,9 +17,7 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
            int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   if (t_recorder)
     t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f});
-  if (m == 0 || n == 0) return;
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  sgemm_with(gemm_engine(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -46,6 +44,7 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
 }
 
 int blas_threads() { return openblas_get_num_threads(); }
+void set_blas_threads(int n) { openblas_set_num_threads(n); }
 
 double GemmRecorder::total_flops() const {
   double f = 0;
@@ -56,7 +55,7 @@ double GemmRecorder::total_flops() const {
 GemmRecordScope::GemmRecordScope(GemmRecorder& r) : previous_(t_recorder) { t_recorder = &r; }
 GemmRecordScope::~GemmRecordScope() { t_recorder = previous_; }
 
-GemmReplay::GemmReplay(const GemmRecorder& rec) : rec_(rec) {
+GemmReplay::GemmReplay(const GemmRecorder& rec, GemmEngine engine) : rec_(rec), engine_(engine) {
   // Scratch operands sized for the largest call; values are irrelevant to speed
   // but kept small and finite so no denormal or NaN path is taken.
   size_t max_a = 0, max_b = 0, max_c = 0;
@@ -74,8 +73,8 @@ double GemmReplay::run_round() {
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& [s, count] : rec_.calls())
     for (int64_t i = 0; i < count; ++i)
-      cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.m,
-                  s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb, s.accumulate ? 1.0f : 0.0f, c_.data(), s.ldc);
+      sgemm_with(engine_, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb,
+                 s.accumulate ? 1.0f : 0.0f, c_.data(), s.ldc);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

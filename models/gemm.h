@@ -1,7 +1,8 @@
-// sgemm: C = alpha * op(A) * op(B) + beta * C, row-major, through OpenBLAS
-// cblas_sgemm. Every matrix product in models/ goes through here, so one place can
-// count them: a GemmRecorder installed on the calling thread records each call's
-// shape (m, n, k, transposes, leading dimensions). The trainer uses that record to
+// sgemm: C = alpha * op(A) * op(B) + beta * C, row-major, on the CPU GEMM engine chosen
+// once per process (models/gemm_choice.h: DPT_GEMM=openblas|onednn|auto; the engines
+// are models/gemm_engine.h). Every matrix product in models/ goes through here, so one
+// place can count them: a GemmRecorder installed on the calling thread records each
+// call's shape (m, n, k, transposes, leading dimensions). The trainer uses that record to
 // compute model FLOPs (2*m*n*k per call) and to benchmark raw sgemm on exactly the
 // shapes the model runs.
 #pragma once
@@ -10,6 +11,8 @@
 #include <map>
 #include <tuple>
 #include <vector>
+
+#include "models/gemm_choice.h"
 
 namespace dpt {
 
@@ -23,8 +26,10 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
                       int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                       int ldc, int64_t stride_c, int batch);
 
-// Threads the BLAS runs a product on (OPENBLAS_NUM_THREADS, else the cores).
+// Threads every engine runs a product on (OPENBLAS_NUM_THREADS, else the cores);
+// set_blas_threads changes it for the whole process (benchmarks).
 int blas_threads();
+void set_blas_threads(int n);
 
 struct GemmShape {
   bool trans_a = false, trans_b = false;
@@ -65,23 +70,27 @@ struct GemmBenchResult {
   double gflops() const { return seconds_per_round > 0 ? flops_per_round / seconds_per_round / 1e9 : 0; }
 };
 
-// Replays a record: every recorded call (with its multiplicity) as raw cblas_sgemm on
-// scratch operands allocated once, one timed round per run_round() (e.g. interleaved
-// with training steps, each step next to a ceiling measured under the same load).
+// Replays a record: every recorded call (with its multiplicity) as a raw product on one
+// engine (by default the one sgemm() runs, so "fraction of sgemm" compares like with
+// like) on scratch operands allocated once, one timed round per run_round() (e.g.
+// interleaved with training steps, each step next to a ceiling measured under the same
+// load).
 class GemmReplay {
  public:
-  explicit GemmReplay(const GemmRecorder& rec);
+  explicit GemmReplay(const GemmRecorder& rec, GemmEngine engine = gemm_engine());
+  GemmEngine engine() const { return engine_; }
   double run_round();  // seconds
   double flops_per_round() const { return rec_.total_flops(); }
 
  private:
   const GemmRecorder& rec_;
+  GemmEngine engine_;
   std::vector<float> a_, b_, c_;
 };
 
 // Runs every recorded call (with its multiplicity) on scratch matrices, repeating
 // for at least min_seconds, and reports the sgemm rate of the fastest round on that
-// exact mix of shapes.
+// exact mix of shapes, on the engine sgemm() runs.
 GemmBenchResult benchmark_gemm_calls(const GemmRecorder& rec, double min_seconds = 1.0);
 
 }  // namespace dpt

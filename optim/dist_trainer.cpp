@@ -151,6 +151,24 @@ void DistTrainer::set_communicator(Communicator& comm) {
   comm_ = &comm;
 }
 
+// The scheduled backend switch: the strategy and SyncBatchNorm move to the new
+// communicator, and the old one is retired, so anything still holding it fails loudly
+// instead of quietly carrying traffic on the backend the user switched away from.
+void DistTrainer::switch_communicator(const TrainCallbacks& cb) {
+  auto next = make_switch_();
+  Communicator& old = *comm_;
+  set_communicator(*next);
+  const std::string why = "switched to backend " + comm_->backend_name() + " after step " + std::to_string(step_);
+  old.retire(why);
+  const Traffic carried = old.traffic();
+  const bool owned = &old == owned_comm_.get();
+  retired_.push_back({owned ? nullptr : &old, {old.backend_name(), carried, true}});
+  owned_comm_ = std::move(next);  // the previous owned one (if any) is retired: drop it
+  if (cb.on_event)
+    cb.on_event(why + " (" + old.backend_name() + " retired after carrying " + std::to_string(carried.bytes_sent) +
+                " bytes sent, " + std::to_string(carried.bytes_received) + " received)");
+}
+
 void DistTrainer::schedule_switch(int64_t at_step, std::function<std::unique_ptr<Communicator>()> make) {
   switch_at_ = at_step;
   make_switch_ = std::move(make);
@@ -293,12 +311,7 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     bool reformed = false;
     for (;;) {
       if (config_.steps > 0 && step_ >= config_.steps) { done = true; break; }
-      if (step_ == switch_at_ && make_switch_) {
-        auto next = make_switch_();
-        set_communicator(*next);
-        owned_comm_ = std::move(next);  // the previous owned one (if any) is idle: drop it
-        if (cb.on_event) cb.on_event("switched to backend " + comm_->backend_name() + " after step " + std::to_string(step_));
-      }
+      if (step_ == switch_at_ && make_switch_) switch_communicator(cb);
       try {
         int fetched = 0;
         const bool starved = r == config_.uneven_rank && consumed >= config_.uneven_batches;
@@ -412,6 +425,12 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     sum.loss_scale = scaler_->scale();
     sum.skipped_steps = scaler_->state().skipped_steps;
   }
+  for (const Retired& r : retired_) {
+    BackendTraffic b = r.at_retirement;
+    if (r.live) b.carried = r.live->traffic();
+    sum.traffic.push_back(b);
+  }
+  sum.traffic.push_back({comm_->backend_name(), comm_->traffic(), false});
   sum.time_s = since(t_start);
   sum.samples_per_s = double(t.samples_done) * n / std::max(t.train_time, 1e-9);
   sum.step_s = t.steps_run > 0 ? t.train_time / double(t.steps_run) : 0;

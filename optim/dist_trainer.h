@@ -149,6 +149,15 @@ struct PcieBytes {
   uint64_t to_host = 0, to_device = 0;
 };
 
+// Payload one communicator carried over the run (comm/traffic.h): the one in use at the
+// end, and each one a backend switch retired (read at the end: a retired one that the
+// caller still holds shows what it carried after the switch too, which must be nothing).
+struct BackendTraffic {
+  std::string backend;
+  Traffic carried;
+  bool retired = false;
+};
+
 struct TrainSummary {
   int64_t steps = 0;
   double time_s = 0;
@@ -167,6 +176,7 @@ struct TrainSummary {
   double zero_grad_frac = 0;     // count_zero_grads: over every step's owned gradients
   float loss_scale = 0;          // fp16: at the end (0: no scaler)
   int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients
+  std::vector<BackendTraffic> traffic;  // retired communicators first, the one in use last
 };
 
 // What run() reports as it goes; every callback fires on every rank (print on rank 0).
@@ -263,6 +273,14 @@ class DistTrainer {
   int64_t switch_at_ = -1;
   std::function<std::unique_ptr<Communicator>()> make_switch_;
   std::unique_ptr<Communicator> owned_comm_;
+  // Communicators a switch retired: the caller's first one is read live at the end (it
+  // outlives the trainer); one the trainer owned is gone, so its count at retirement.
+  struct Retired {
+    const Communicator* live = nullptr;
+    BackendTraffic at_retirement;
+  };
+  std::vector<Retired> retired_;
+  void switch_communicator(const TrainCallbacks& cb);
   std::unique_ptr<ElasticContext> elastic_;
   std::chrono::steady_clock::time_point last_join_check_{};
 };

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   size_t count = 0;
   desc.add_options()("help,h", "show this help")
       ("backend", po::value(&backend)->default_value(dpt::backends::default_name()), "mpi, tcp, nccl or auto")
-      ("algo", po::value(&algo)->default_value("auto"), "auto, ring, tree, recursive_doubling or native")
+      ("algo", po::value(&algo)->default_value("auto"), dpt::algo::help_text().c_str())
       ("count", po::value(&count)->default_value(1 << 20), "float32 elements to allreduce");
   try {
     po::variables_map vm;

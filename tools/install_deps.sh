@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev catch2 libopenblas-dev
       libboost-program-options-dev nlohmann-json3-dev zlib1g-dev libfmt-dev
-      dataset-fashion-mnist fortunes gnuplot-nox libgloo-dev iproute2 procps libssl-dev
+      dataset-fashion-mnist fortunes gnuplot-nox libgloo-dev iproute2 procps time libssl-dev libdnnl-dev
       clang libclang-rt-14-dev libicu-dev python3-torch python3-torchvision python3-numpy libtorch-dev python3-pybind11 pybind11-dev python3-dev)
 # node runs the reference GPT-2 encoder in the tokenizer tests; npm fetches it. Only when
 # npm is missing: a node from elsewhere (nodesource) conflicts with Debian's npm package.

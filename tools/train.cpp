@@ -62,7 +62,7 @@ void add_options(po::options_description& d, Cli& c) {
     ("dataset", po::value(&c.cfg.dataset)->default_value(""), "fashion-mnist | cifar10 | text | synthetic (default by model)")
     ("data-dir", po::value(&c.cfg.data_dir)->default_value(""), "dataset directory or file (default: the Debian package's path)")
     ("backend", po::value(&c.backend)->default_value(dpt::backends::default_name()), "mpi | tcp | nccl | auto")
-    ("algo", po::value(&c.algo)->default_value("auto"), "auto | ring | tree | recursive_doubling | native")
+    ("algo", po::value(&c.algo)->default_value("auto"), dpt::algo::help_text().c_str())
     ("zero", po::value(&c.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
     ("overlap-comm", po::value(&c.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
     ("device", po::value(&c.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; toy, mlp and gpt)")
@@ -153,6 +153,22 @@ int64_t parse_int(const std::string& text, const std::string& flag, const std::s
 }
 
 // STEP:NAME, checked against the backends this binary knows (before any rendezvous).
+// " sent_bytes_tcp=S recv_bytes_tcp=R ..." for the final line: payload each backend
+// carried over the run (a backend used twice is summed).
+std::string traffic_fields(const std::vector<dpt::BackendTraffic>& traffic) {
+  std::vector<std::pair<std::string, dpt::Traffic>> by_name;
+  for (const auto& t : traffic) {
+    auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& p) { return p.first == t.backend; });
+    if (it == by_name.end()) it = by_name.insert(by_name.end(), {t.backend, {}});
+    it->second.bytes_sent += t.carried.bytes_sent;
+    it->second.bytes_received += t.carried.bytes_received;
+  }
+  std::string out;
+  for (const auto& [name, t] : by_name)
+    out += " sent_bytes_" + name + "=" + std::to_string(t.bytes_sent) + " recv_bytes_" + name + "=" + std::to_string(t.bytes_received);
+  return out;
+}
+
 void parse_switch(Cli& c) {
   const auto colon = c.switch_backend.find(':');
   if (colon == std::string::npos)
@@ -434,12 +450,13 @@ int main(int argc, char** argv) {
       std::string acc = s.eval.accuracy ? "test_acc=" + fmt("%.4f", *s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
       double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
       std::cout << dpt::memory_table(trainer.memory_bytes(), "end");
-      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f\n",
+      std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f%s\n",
                   acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, s.world_size, s.backend.c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, c.zero,
                   s.comm_bytes_per_step / (1 << 20), c.precision.c_str(), c.device.c_str(),
                   trainer.model().takes_tokens() ? s.samples_per_s * double(trainer.model().sample_shape().at(0)) : 0.0,
                   (unsigned long long)s.pcie_per_step.to_host, (unsigned long long)s.pcie_per_step.to_device, s.recoveries,
-                  (long long)s.lost_steps, double(s.loss_scale), (long long)s.skipped_steps, s.zero_grad_frac);
+                  (long long)s.lost_steps, double(s.loss_scale), (long long)s.skipped_steps, s.zero_grad_frac,
+                  traffic_fields(s.traffic).c_str());
       std::fflush(stdout);
       if (metrics.is_open()) {
         nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},

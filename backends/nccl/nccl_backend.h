@@ -1,6 +1,7 @@
 #pragma once
-// The nccl backend's entry points. Builds without CUDA/NCCL get a stub (nccl_stub.cpp)
-// that answers "not built" with the reason, so callers need no #ifdef.
+// The nccl backend's entry points, compiled where CUDA and NCCL were found. Elsewhere the
+// backend is not built and the registry says why (backends/registration.h), so callers
+// need no #ifdef.
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,7 +25,7 @@ struct NcclBootstrap {
   std::shared_ptr<void> keep_alive;
 };
 
-bool nccl_built();
+// "built (NCCL 2.x.y), N CUDA device(s)" or why no device is usable.
 std::string nccl_status();
 std::unique_ptr<Communicator> create_nccl_communicator(const NcclBootstrap& b, CommOptions options);
 // The world communicator of a launched job (`li`: detect_launch()). The unique id

@@ -409,8 +409,6 @@ void NcclCommunicator::run_native(const CollArgs& a) {
 
 }  // namespace
 
-bool nccl_built() { return true; }
-
 std::string nccl_status() {
   int v = 0;
   ncclGetVersion(&v);

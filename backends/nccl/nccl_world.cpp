@@ -1,5 +1,4 @@
-// create_nccl_world: the nccl backend's bootstrap from the launcher's variables. Built
-// with or without NCCL (without it, create_nccl_communicator says why it is not built).
+// create_nccl_world: the nccl backend's bootstrap from the launcher's variables.
 #include "backends/nccl/nccl_backend.h"
 
 #include <stdexcept>

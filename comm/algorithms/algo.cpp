@@ -21,4 +21,14 @@ Algo parse_algo(std::string_view text) {
 // Every name is a string literal (auto, native, or a registered Algorithm's).
 const char* algo_name(Algo a) { return a.name().data(); }
 
+std::string algo::help_text() {
+  std::string out = "auto | native";
+  for (const std::string& name : names()) {
+    std::string colls;
+    for (const std::string& c : collectives_of(name)) colls += (colls.empty() ? "" : ", ") + c;
+    out += " | " + name + " (" + colls + ")";
+  }
+  return out;
+}
+
 }  // namespace dpt

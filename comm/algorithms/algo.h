@@ -7,11 +7,18 @@
 //             collective with no algorithm of that name, `auto` decides.
 // An Algo holds a name with static storage (a registered name, or auto/native), so it
 // is a small value compared by name. parse_algo is the way from text.
+#include <string>
 #include <string_view>
 
 namespace dpt {
 
-namespace algo { struct Algorithm; }
+namespace algo {
+struct Algorithm;
+// What --algo and COMM_ALGO take, for every program's help text: auto, native, and
+// each registered name with the collectives it runs, e.g.
+// "auto | native | ... | ring (allreduce, reduce_scatter, allgather) | ...".
+std::string help_text();
+}  // namespace algo
 
 class Algo {
  public:

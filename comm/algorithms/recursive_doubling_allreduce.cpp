@@ -47,10 +47,13 @@ static void run(Communicator& c, const CollArgs& a) {
   if (r + p < n) c.isend_internal(mine, r + p, a.tag)->wait(c.timeout());
 }
 
-// `auto`: allreduce on 2 ranks up to thresholds.rd_max_bytes (COMM_RD_MAX_BYTES): one exchange.
+// `auto`: allreduce on 2 ranks up to COMM_RD_MAX_BYTES: one exchange (64 KiB measured,
+// bench/compare.sh; at 4 ranks on 2 cores it loses to the tree, selector.h).
 extern const Algorithm recursive_doubling_allreduce;
-const Algorithm recursive_doubling_allreduce{"recursive_doubling", CollKind::allreduce, run, [](const AutoInput& in) {
-  return in.world == 2 && in.bytes <= in.thresholds.rd_max_bytes;
-}};
+const Algorithm recursive_doubling_allreduce{
+    "recursive_doubling", CollKind::allreduce, run,
+    [](const AutoInput& in) { return in.world == 2 && in.bytes <= in.max_bytes; },
+    {"COMM_RD_MAX_BYTES", 64 * 1024,
+     "auto selector: on 2 ranks, allreduce messages up to this many bytes use recursive doubling (one exchange)"}};
 
 }  // namespace dpt::algo

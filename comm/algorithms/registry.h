@@ -1,13 +1,22 @@
 #pragma once
 // The algorithms the communicator can run, by collective and name. Adding one is a new
-// file in this folder that defines an `Algorithm` (its body and when `auto` takes it)
-// and one line in registry.cpp's list.
+// file in this folder that defines an `Algorithm` (its name, its collective, its body,
+// when `auto` takes it and, optionally, the size threshold `auto` compares against with
+// the environment variable that sets it) and one line in registry.cpp's list. Nothing
+// else names it: CMake compiles every file here, CommOptions::from_env reads its
+// threshold's variable, `launch --print-env` (and so the README's table) lists it, and
+// every --algo help text is algo::help_text(). tests/comm/algo_registry_test.cpp fails
+// when a file's Algorithm is missing from the list or the README's table is stale.
 //
 // Terms:
 //   Algorithm   - name (what --algo calls it; several collectives may share one, as the
 //                 ring's allreduce, reduce-scatter and allgather do), the collective it
-//                 implements, its body, and `auto_picks`: whether `auto` takes it for a
-//                 call of this size on this many ranks.
+//                 implements, its body, `auto_picks`: whether `auto` takes it for a call
+//                 of this size on this many ranks, and `threshold`.
+//   threshold   - an algorithm's own size limit for `auto`: an environment variable
+//                 (COMM_*_MAX_BYTES), its default and meaning. auto_picks sees its value
+//                 (CommOptions::thresholds, from the variable or set in code) as
+//                 AutoInput::max_bytes. Each variable belongs to one algorithm.
 //   auto order  - for one collective, `auto` takes the first algorithm in the list of
 //                 registry.cpp whose auto_picks accepts; the last one of each collective
 //                 accepts everything.
@@ -23,10 +32,16 @@
 
 namespace dpt::algo {
 
+struct Threshold {
+  const char* env = nullptr;   // e.g. "COMM_TREE_MAX_BYTES"; null: the algorithm has none
+  size_t default_bytes = 0;    // when neither the variable nor CommOptions sets it
+  const char* meaning = "";    // one line for launch --print-env and the README
+};
+
 struct AutoInput {
-  size_t bytes;  // the result's size (allgather: all ranks' parts together)
+  size_t bytes;      // the result's size (allgather: all ranks' parts together)
   int world;
-  const AlgoThresholds& thresholds;
+  size_t max_bytes;  // this algorithm's threshold (0 when it declares none)
 };
 
 struct Algorithm {
@@ -34,18 +49,31 @@ struct Algorithm {
   CollKind kind;
   void (*run)(Communicator& c, const CollArgs& a);
   bool (*auto_picks)(const AutoInput& in);
+  Threshold threshold = {};
 };
 
 // For auto_picks of an algorithm that is its collective's last resort (or only one).
 inline bool always(const AutoInput&) { return true; }
+// For auto_picks of an algorithm taken for messages up to its threshold.
+inline bool up_to_threshold(const AutoInput& in) { return in.bytes <= in.max_bytes; }
 
+// Every registered algorithm, in list order (the auto order).
+const std::vector<const Algorithm*>& all();
+// The identifier each is registered by in registry.cpp (the variable its file defines),
+// in the same order; for the test that every file's Algorithm is listed.
+const std::vector<std::string_view>& registered_symbols();
 // The algorithm called `name` for `kind`, or null.
 const Algorithm* find(CollKind kind, std::string_view name);
 // Some algorithm called `name` (for any collective), or null.
 const Algorithm* find_any(std::string_view name);
-// The one `auto` takes for `kind` (see "auto order").
-const Algorithm& auto_pick(CollKind kind, const AutoInput& in);
+// The algorithm whose threshold is set by `env`, or null.
+const Algorithm* find_threshold(std::string_view env);
+// The one `auto` takes for `kind` (see "auto order"), each algorithm's threshold taken
+// from `thresholds`.
+const Algorithm& auto_pick(CollKind kind, size_t bytes, int world, const AlgoThresholds& thresholds);
 // Every registered name, once each, in list order.
 std::vector<std::string> names();
+// The collectives registered under `name`, in list order ("allreduce", "broadcast", ...).
+std::vector<std::string> collectives_of(std::string_view name);
 
 }  // namespace dpt::algo

@@ -11,7 +11,7 @@ Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok, b
   if (requested != Algo::automatic)
     if (const Algorithm* named = find(a.kind, requested.name())) return Algo::of(*named);
   const size_t bytes = a.kind == CollKind::allgather ? a.send.bytes() * world_size : a.recv.bytes();
-  return Algo::of(auto_pick(a.kind, AutoInput{bytes, world_size, t}));
+  return Algo::of(auto_pick(a.kind, bytes, world_size, t));
 }
 
 }  // namespace dpt::algo

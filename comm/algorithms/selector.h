@@ -6,7 +6,8 @@
 //   a name      - the algorithm of that name for this collective (registry.h) when there
 //                 is one; otherwise as `auto`.
 //   auto        - the first algorithm registered for the collective whose auto_picks
-//                 accepts the call (registry.cpp lists them, and says the rule).
+//                 accepts the call (registry.cpp lists them, and says the rule), each
+//                 seeing its own threshold from `t` (registry.h, "threshold").
 // Measured on the 2-core development machine (bench/compare.sh): recursive doubling
 // halves the tree's time at 2 ranks up to 64 KiB and loses to the ring from 256 KiB; at
 // 4 ranks (more processes than cores, so a round needs every process scheduled at

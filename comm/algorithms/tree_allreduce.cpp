@@ -17,9 +17,12 @@ static void run(Communicator& c, const CollArgs& a) {
   tree_broadcast_buffer(c, a, a.recv, 0);
 }
 
-// `auto`: allreduce up to thresholds.tree_max_bytes (COMM_TREE_MAX_BYTES), where latency dominates.
+// `auto`: allreduce up to COMM_TREE_MAX_BYTES, where latency dominates (256 KiB measured,
+// bench/compare.sh).
 extern const Algorithm tree_allreduce;
-const Algorithm tree_allreduce{"tree", CollKind::allreduce, run,
-                               [](const AutoInput& in) { return in.bytes <= in.thresholds.tree_max_bytes; }};
+const Algorithm tree_allreduce{
+    "tree", CollKind::allreduce, run, up_to_threshold,
+    {"COMM_TREE_MAX_BYTES", 256 * 1024,
+     "auto selector: allreduce messages up to this many bytes use the tree, larger ones the ring"}};
 
 }  // namespace dpt::algo

@@ -1,11 +1,14 @@
 // One test body for every backend and algorithm: each collective swept over dtypes,
 // reduce ops, counts (0, 1, fewer than the world size, not divisible by it, >= 4 MiB),
 // in place and out of place, with expected values computed on each rank.
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <sstream>
 #include <vector>
 
+#include "comm/algorithms/registry.h"
 #include "comm/env.h"
 #include "tests/support/dist_test.h"
 #include "tests/support/typed_values.h"
@@ -22,9 +25,15 @@ bool expect_arena() {
   return backend() == "tcp" && world().size() > 1 && on("COMM_TCP_SHM") && on("COMM_TCP_SHM_COLL");
 }
 
-// native: Open MPI's collectives, or the tcp backend's arena.
-std::vector<Algo> algos() {
-  std::vector<Algo> a = {Algo::ring, Algo::tree, Algo::recursive_doubling};
+// Every algorithm registered for these collectives (comm/algorithms/registry.cpp), so a
+// new one is swept without a line here; native: Open MPI's collectives, or the tcp
+// backend's arena.
+std::vector<Algo> algos(std::initializer_list<CollKind> kinds) {
+  std::vector<Algo> a;
+  for (const algo::Algorithm* x : algo::all())
+    if (std::find(kinds.begin(), kinds.end(), x->kind) != kinds.end() &&
+        std::find(a.begin(), a.end(), Algo::of(*x)) == a.end())
+      a.push_back(Algo::of(*x));
   if (backend() == "mpi" || expect_arena()) a.push_back(Algo::native);
   return a;
 }
@@ -91,7 +100,7 @@ TEST_CASE("blocking calls behind queued async ones keep issue order (inline only
 TEST_CASE("allreduce over all algorithms, dtypes, ops, counts, in and out of place") {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();
-  for (Algo algo : algos()) {
+  for (Algo algo : algos({CollKind::allreduce})) {
     c.set_algo(algo);
     for (DType t : kAllDTypes) {
       if (!runs(algo, t)) continue;
@@ -125,7 +134,7 @@ TEST_CASE("allreduce over all algorithms, dtypes, ops, counts, in and out of pla
 TEST_CASE("reduce to every root and broadcast from every root") {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();
-  for (Algo algo : algos()) {
+  for (Algo algo : algos({CollKind::reduce, CollKind::broadcast})) {
     c.set_algo(algo);
     Failures f;
     for (DType t : {DType::f32, DType::i64, DType::bf16, DType::u8}) {
@@ -162,7 +171,7 @@ TEST_CASE("reduce to every root and broadcast from every root") {
 TEST_CASE("reduce_scatter and allgather, in place and out of place") {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();
-  for (Algo algo : algos()) {
+  for (Algo algo : algos({CollKind::reduce_scatter, CollKind::allgather})) {
     c.set_algo(algo);
     Failures f;
     for (DType t : kAllDTypes) {
@@ -316,6 +325,12 @@ TEST_CASE("split into subgroups by color and key") {
   int64_t one = 1, cnt = 0;
   grand->allreduce(make_buffer(&one, 1), make_buffer(&cnt, 1), ReduceOp::sum);
   ok = ok && cnt == sub->size();
+  // A split after one where some ranks passed kUndefinedColor: every rank counted it, so
+  // the new group's members agree on its context (they did not: issue 25).
+  auto again = c.split(0, r);
+  int64_t all_n = 0;
+  again->allreduce(make_buffer(&one, 1), make_buffer(&all_n, 1), ReduceOp::sum);
+  ok = ok && all_n == n;
   CHECK(all_ok(ok, "split produced wrong groups"));
 }
 
@@ -360,4 +375,42 @@ TEST_CASE("bad arguments are clear errors, raised before any communication") {
   float one = 1, total = 0;
   c.allreduce(make_buffer(&one, 1), make_buffer(&total, 1), ReduceOp::sum);
   CHECK(total == float(n));
+}
+
+// Payload accounting (comm/traffic.h) and retirement, on a communicator of its own so the
+// world stays usable: the counts are what the calls handed in and got out, and a retired
+// communicator refuses every later call with an error naming its backend and the reason.
+TEST_CASE("traffic counts each call's payload; a retired communicator refuses further calls") {
+  auto sub = world().split(0, world().rank());
+  REQUIRE(sub);
+  const int n = sub->size(), r = sub->rank();
+  const Traffic t0 = sub->traffic();
+  std::vector<float> x(1000, 1.0f), all(1000 * size_t(n));
+  sub->allreduce(make_buffer(x.data(), x.size()), ReduceOp::sum);          // 4000 in, 4000 out
+  sub->allgather(make_buffer(x.data(), 10), make_buffer(all.data(), 10 * size_t(n)));  // 40 in, 40n out
+  sub->broadcast(make_buffer(x.data(), 100), 0);                           // root: 400 in; others: 400 out
+  const Traffic t1 = sub->traffic();
+  const uint64_t sent = 4000 + 40 + (r == 0 ? 400 : 0), received = 4000 + 40 * uint64_t(n) + (r == 0 ? 0 : 400);
+  CHECK(all_ok(t1.ops - t0.ops == 3 && t1.bytes_sent - t0.bytes_sent == sent && t1.bytes_received - t0.bytes_received == received,
+               "traffic: ops " + std::to_string(t1.ops - t0.ops) + " sent " + std::to_string(t1.bytes_sent - t0.bytes_sent) +
+                   " (want " + std::to_string(sent) + ") received " + std::to_string(t1.bytes_received - t0.bytes_received) +
+                   " (want " + std::to_string(received) + ")"));
+  sub->retire("switched away in a test");
+  CHECK(sub->retired());
+  auto refused = [&](auto&& call) {
+    try {
+      call();
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      return what.find("retired") != std::string::npos && what.find("switched away in a test") != std::string::npos &&
+             what.find(sub->backend_name()) != std::string::npos;
+    }
+    return false;
+  };
+  CHECK(refused([&] { sub->allreduce(make_buffer(x.data(), x.size()), ReduceOp::sum); }));
+  CHECK(refused([&] { sub->allreduce_async(make_buffer(x.data(), x.size()), make_buffer(x.data(), x.size()), ReduceOp::sum); }));
+  CHECK(refused([&] { sub->barrier(); }));
+  if (n > 1) CHECK(refused([&] { sub->isend(make_buffer(x.data(), 1), (r + 1) % n, 5); }));
+  CHECK(sub->traffic().bytes() == t1.bytes());  // nothing more was carried
+  world().barrier();
 }

@@ -12,38 +12,10 @@
 
 #include "comm/launch_env.h"
 #include "comm/slurm_lists.h"
+#include "tests/support/launch_env_scope.h"
 
 using namespace dpt;
-
-namespace {
-
-// Sets exactly `vars` among the variables detect_launch reads (the others unset), and
-// restores the process environment afterwards.
-class LaunchEnv {
- public:
-  explicit LaunchEnv(const std::map<std::string, std::string>& vars) {
-    for (const char* n : kAll) {
-      if (const char* v = ::getenv(n)) saved_[n] = v;
-      ::unsetenv(n);
-    }
-    for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
-  }
-  ~LaunchEnv() {
-    for (const char* n : kAll) ::unsetenv(n);
-    for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
-  }
-
- private:
-  static constexpr const char* kAll[] = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-      "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS",
-      "SLURM_LOCALID", "SLURM_NODEID", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_JOB_NODELIST",
-      "SLURM_NODELIST"};
-  std::map<std::string, std::string> saved_;
-};
-
-}  // namespace
+using dpt::test::LaunchEnv;
 
 TEST_CASE("slurm: SLURM_TASKS_PER_NODE expands N(xM) runs", "[slurm]") {
   CHECK(slurm::expand_tasks_per_node("2(x3),1") == std::vector<int>{2, 2, 2, 1});

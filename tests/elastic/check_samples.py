@@ -1,43 +1,118 @@
-"""Every completed step's samples, from the per-process sample logs of a run with
---no-shuffle (sample index == position in the epoch's order) and --log-every 1:
+"""Every completed step's samples, from the per-process sample logs of an elastic DDP run
+with --no-shuffle (sample index == position in the epoch's order), --log-every 1 and
+--debug-sample-log PREFIX (one file per process: PREFIX.<elastic id>):
 
-  * the steps' position ranges from the metrics tile [0, end) with no gap or overlap;
-  * for every completed step, the indices its ranks trained on are exactly that range,
-    each once (a step during which a rank died may lack that rank's line: the rank
-    died after contributing; its share is then checked to be what the others left);
-  * so every sample of the epoch up to the last step was seen exactly once.
+  * every process the caller names (--ids) left a non-empty log, and no other process
+    did: a missing log is an error, never an assumed share;
+  * the steps' position ranges from the metrics tile [0, end) with no gap or overlap,
+    within one epoch (a run that crosses an epoch is refused: this checker cannot tell
+    that an epoch's tail was dealt);
+  * for every step 1..STEPS with world size w, rank r's line holds exactly positions
+    b + r, b + r + w, ... < e of the step's range [b, e) (the sampler's dealing), each
+    rank of the step has one line, and there is no line of another world size: so every
+    position of [0, end) was trained on exactly once, by exactly one rank;
+  * every process ran to STEPS, its steps contiguous (a newcomer starts where it joined),
+    except a process named --killed ID:S, which died inside step S: its last line is S-1.
+    The one tolerated hole is at such a step S: a rank that died (or a survivor that
+    failed S while another survivor completed it; the group then went on after S with
+    the most advanced state) has no line for S. Those ranks' positions are reported,
+    must be what the present lines left, the killed process must be among them and at
+    least one rank must have logged S; a dying rank 0 may also have left S without a
+    metrics line (its range is then the gap between its neighbours).
 
-usage: check_samples.py METRICS.jsonl SAMPLE_LOG_PREFIX STEPS
+usage: check_samples.py METRICS.jsonl SAMPLE_LOG_PREFIX STEPS --ids ID[,ID...] [--killed ID:S]...
 """
+import argparse
 import glob
 import json
+import os
 import sys
 
 
 def main():
-    metrics, prefix, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    ap = argparse.ArgumentParser(usage=__doc__.strip().splitlines()[-1].replace("usage: ", ""))
+    ap.add_argument("metrics")
+    ap.add_argument("prefix")
+    ap.add_argument("steps", type=int)
+    ap.add_argument("--ids", required=True, help="every process that ran (elastic ids), comma-separated")
+    ap.add_argument("--killed", action="append", default=[], metavar="ID:S", help="ID died inside step S")
+    a = ap.parse_args()
+    ids = [x for x in a.ids.split(",") if x]
+    if not ids or len(set(ids)) != len(ids):
+        sys.exit(f"--ids: need distinct ids, got {a.ids!r}")
+    killed = {}
+    for k in a.killed:
+        ident, _, step = k.rpartition(":")
+        if ident not in ids or not step.isdigit():
+            sys.exit(f"--killed {k!r}: want ID:STEP with ID one of --ids")
+        killed[ident] = int(step)
+    death_steps = set(killed.values())
+    problems = []
+
+    # ---- the logs: exactly the named processes', none empty ----
+    lines = {}  # id -> [(step, world, rank, [index...])]
+    found = {p[len(a.prefix) + 1:] for p in glob.glob(glob.escape(a.prefix) + ".*")}
+    for extra in sorted(found - set(ids)):
+        problems.append(f"{a.prefix}.{extra}: a sample log of a process the caller did not name")
+    for ident in ids:
+        path = f"{a.prefix}.{ident}"
+        if not os.path.isfile(path):
+            problems.append(f"{path}: missing (every process that ran must leave its sample log)")
+            continue
+        rows = []
+        for n, line in enumerate(open(path), 1):
+            f = line.split()
+            try:
+                step, world, rank = int(f[0]), int(f[1]), int(f[2])
+                idx = [int(x) for x in f[3:]]
+            except (ValueError, IndexError):
+                problems.append(f"{path}:{n}: garbled line")
+                continue
+            if not 0 <= rank < world or not idx:
+                problems.append(f"{path}:{n}: rank {rank} of world {world} with {len(idx)} samples")
+                continue
+            rows.append((step, world, rank, idx))
+        if not rows:
+            problems.append(f"{path}: empty (the process trained no step)")
+            continue
+        lines[ident] = rows
+
+    # ---- each process: contiguous steps to STEPS, or to its death ----
+    by_step = {}  # step -> [(world, rank, idx, id)]
+    for ident, rows in lines.items():
+        prev = None
+        for step, world, rank, idx in rows:
+            if prev is not None and step != prev + 1 and not (step == prev + 2 and prev + 1 in death_steps):
+                problems.append(f"{ident}: step {step} follows step {prev}")
+            prev = step
+            by_step.setdefault(step, []).append((world, rank, idx, ident))
+        last = rows[-1][0]
+        want_last = killed[ident] - 1 if ident in killed else a.steps
+        if last != want_last:
+            what = f"died inside step {killed[ident]}" if ident in killed else "ran to the end"
+            problems.append(f"{ident}: last logged step {last}, want {want_last} (it {what})")
+
+    # ---- the steps ----
     ranges = {}
-    for line in open(metrics):
+    epochs = set()
+    for line in open(a.metrics):
         j = json.loads(line)
         if "sample_begin" in j:
+            if j["step"] in ranges:
+                problems.append(f"metrics: step {j['step']} logged twice")
             ranges[j["step"]] = (j["sample_begin"], j["sample_end"], j["world_size"])
-    by_step = {}
-    for path in glob.glob(prefix + ".*"):
-        for line in open(path):
-            f = line.split()
-            step, world, rank = int(f[0]), int(f[1]), int(f[2])
-            by_step.setdefault(step, []).append((world, rank, [int(x) for x in f[3:]], path))
-    problems = []
+            epochs.add(j["epoch"])
+    if len(epochs) > 1:
+        problems.append(f"metrics: the run spans epochs {sorted(epochs)}; only runs within one epoch are checked")
     end = 0
-    inferred = 0
-    for s in range(1, steps + 1):
+    tolerated = []
+    for s in range(1, a.steps + 1):
+        here = by_step.get(s, [])
         if s not in ranges:
-            # The step a dying rank 0 completed but could not log: its range is what lies
-            # between its neighbours, its world size what its ranks' lines say. Once only.
-            worlds = [x[0] for x in by_step.get(s, [])]
-            if s + 1 in ranges and worlds and inferred == 0:
-                inferred += 1
-                ranges[s] = (end, ranges[s + 1][0], max(worlds))
+            # A rank 0 that completed s and died before logging it: only at a death step.
+            worlds = {x[0] for x in here}
+            if s in death_steps and s + 1 in ranges and len(worlds) == 1:
+                ranges[s] = (end, ranges[s + 1][0], worlds.pop())
             else:
                 problems.append(f"step {s}: no metrics line")
                 continue
@@ -45,30 +120,43 @@ def main():
         if b != end:
             problems.append(f"step {s}: starts at position {b}, the previous step ended at {end}")
         end = e
-        seen = []
-        ranks = set()
-        for world, rank, idx, path in by_step.get(s, []):
+        if (e - b) % w:
+            problems.append(f"step {s}: range [{b}, {e}) does not split over {w} ranks")
+        present = {}
+        for world, rank, idx, ident in here:
             if world != w:
-                continue  # a line of a group that did not complete this step (another world size)
-            ranks.add(rank)
-            seen += idx
-        want = list(range(b, e))
-        if len(ranks) < w:
-            # A rank died after this step completed everywhere else: its samples are the
-            # positions the others did not take (rank r of w takes b + r, b + r + w, ...).
-            missing = sorted(set(want) - set(seen))
-            absent = sorted(set(range(w)) - ranks)
-            expect = sorted(p for r in absent for p in range(b + r, e, w))
-            if missing != expect:
-                problems.append(f"step {s}: ranks {absent} absent and positions {missing[:8]}... unaccounted")
-            seen += missing
-        if sorted(seen) != want:
-            dup = len(seen) - len(set(seen))
-            problems.append(f"step {s}: trained on {len(seen)} samples ({dup} duplicates), want [{b}, {e})")
+                problems.append(f"step {s}: {ident} logged it at world size {world}, the group completed it at {w}")
+                continue
+            if rank in present:
+                problems.append(f"step {s}: rank {rank} logged by both {present[rank]} and {ident}")
+                continue
+            present[rank] = ident
+            want = list(range(b + rank, e, w))
+            if idx != want:
+                extra, lack = sorted(set(idx) - set(want)), sorted(set(want) - set(idx))
+                problems.append(f"step {s}: {ident} (rank {rank}/{w}) trained on {len(idx)} positions "
+                                f"({len(idx) - len(set(idx))} repeated, not its share: {extra[:4]}, lacking: {lack[:4]}), "
+                                f"want {len(want)}: {b + rank}, {b + rank + w}, ... of [{b}, {e})")
+        absent = sorted(set(range(w)) - set(present))
+        if absent:
+            dead_here = [i for i, k in killed.items() if k == s]
+            if s not in death_steps:
+                problems.append(f"step {s}: ranks {absent} of {w} left no line (no process died in this step)")
+            elif not present:
+                problems.append(f"step {s}: no rank logged it")
+            elif any(i in present.values() for i in dead_here):
+                problems.append(f"step {s}: {dead_here} logged the step it died in")
+            else:
+                share = sum(len(range(b + r, e, w)) for r in absent)
+                tolerated.append(f"step {s}: ranks {absent} of {w} died in it or failed it "
+                                 f"({share} positions, trained before the failure, unlogged)")
     if problems:
-        print("\n".join(problems[:20]))
+        print("\n".join(problems[:20]) + (f"\n... {len(problems) - 20} more" if len(problems) > 20 else ""))
         sys.exit(1)
-    print(f"samples: {steps} steps, positions [0, {end}) each trained on exactly once")
+    for t in tolerated:
+        print("samples: " + t)
+    print(f"samples: {a.steps} steps, positions [0, {end}) each trained on exactly once, by the logs of "
+          f"{len(ids)} processes")
 
 
 main()

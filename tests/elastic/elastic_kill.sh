@@ -9,25 +9,35 @@
 #   * every sample of the epoch trained on exactly once (check_samples.py);
 #   * the final parameters equal, bit for bit, those of a 3-rank run resumed from a
 #     checkpoint a 4-rank run took at the step the group went on from (same algorithm).
-#   elastic_kill.sh <bin dir> [ROUNDS]
+#   elastic_kill.sh <bin dir> [ROUNDS]       (ELASTIC_KEEP=1: keep the work directory and say where)
+# The victims, steps and phases are drawn from bash's RANDOM seeded with SEED (default:
+# the clock), printed first; each round prints its victim, step and phase before it
+# runs, so a failing round names them. To replay a run (the same rounds, in order):
+#   SEED=<the printed seed> elastic_kill.sh <bin dir> [ROUNDS]
+#   (under ctest: SEED=<seed> ctest --test-dir build -R elastic.kill_ddp --output-on-failure)
 set -euo pipefail
 bin=$1 rounds=${2:-5}
+SEED=${SEED:-$(date +%s)}
+[[ $SEED =~ ^[0-9]+$ ]] || { echo "elastic_kill.sh: SEED must be a non-negative integer, got '$SEED'"; exit 2; }
+RANDOM=$SEED
+echo "elastic kill: SEED=$SEED, $rounds rounds (replay: SEED=$SEED $0 $bin $rounds)"
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/resume_reference.sh"
 work=$(mktemp -d)
 launcher=""
-trap '[[ -n $launcher ]] && kill "$launcher" 2>/dev/null; wait; rm -rf "$work"' EXIT
+trap '[[ -n $launcher ]] && kill "$launcher" 2>/dev/null; wait; [[ -n ${ELASTIC_KEEP:-} ]] && echo "kept $work" || rm -rf "$work"' EXIT
 export COMM_TIMEOUT_S=20 COMM_RENDEZVOUS_TIMEOUT_S=30 OPENBLAS_NUM_THREADS=1
 steps=150   # 150 x 4 x 96 samples: within the first epoch
 args=(--backend tcp --algo ring --model mlp --optimizer adam --lr 1e-3 --lr-schedule constant --no-shuffle
       --batch-size 96 --log-every 1 --max-eval-samples 64)
-fail() { echo "FAIL: $*"; exit 1; }
+fail() { echo "FAIL: $*"; echo "  (SEED=$SEED; replay: SEED=$SEED $0 $bin $rounds)"; exit 1; }
 
 phases=(forward backward sync update)
 for round in $(seq 1 "$rounds"); do
   victim=$((round == 1 ? 0 : RANDOM % 4))
   at=$((5 + RANDOM % 56))
   phase=${phases[RANDOM % 4]}
+  echo "round $round: killing rank $victim in step $at at $phase (SEED=$SEED)"
   d=$work/r$round
   mkdir -p "$d"
   # The victim SIGKILLs itself inside step $at, at $phase (train --debug-signal): a real
@@ -56,7 +66,10 @@ for round in $(seq 1 "$rounds"); do
   [[ -n $t_kill && -n $t_next ]] || fail "round $round: no step logged before the kill, or none by the 3-rank group"
   rec=$(awk -v a="$t_kill" -v b="$t_next" 'BEGIN { printf "%.2f", b - a }')
   awk -v r="$rec" 'BEGIN { exit !(r <= 5.0) }' || fail "round $round: recovery took $rec s (> 5 s)"
-  /usr/bin/python3 "$here/check_samples.py" "$d/m.jsonl" "$d/samples" "$steps" || fail "round $round: samples"
+  # Each of the 4 processes left a log; shares may be unlogged only in the step the victim
+  # died in (its own; a survivor's that failed that step while another completed it).
+  /usr/bin/python3 "$here/check_samples.py" "$d/m.jsonl" "$d/samples" "$steps" \
+    --ids n0.l0.i0,n0.l1.i0,n0.l2.i0,n0.l3.i0 --killed "n0.l$victim.i0:$at" || fail "round $round: samples"
   equals_resume "$bin" "$d" "$k" "$steps" "round $round" "${args[@]}"
   echo "round $round: rank $victim killed in step $at ($phase); the 3 survivors went on after step $k," \
        "recovery $rec s, 0 steps lost, samples exact, parameters = 3-rank resume (bitwise)"

@@ -1,15 +1,22 @@
 // Compares build/bin/tokenize with the gpt-3-encoder package's own JavaScript encoder.
-//   node compare_with_js.js VOCAB_DIR TEXT IDS DECODED NAME
+//   node compare_with_js.js VOCAB_DIR TEXT IDS DECODED NAME MIN_LINES MIN_TOKENS
 // TEXT is read as Node reads text (fs.readFileSync(TEXT, 'utf8'): ill-formed UTF-8 becomes
 // U+FFFD) and split on '\n'; a final '\n' ends the last line. IDS holds tokenize's output
 // for TEXT, DECODED `tokenize --decode IDS`. Checks, line by line: the ids equal Encoder.js's
 // encode(line); the decoded bytes equal the line's bytes (or, for a line that is not
-// well-formed UTF-8, the bytes of Node's U+FFFD reading of it). Exit 1 on any difference.
+// well-formed UTF-8, the bytes of Node's U+FFFD reading of it). Exit 1 on any difference,
+// and when fewer than MIN_LINES lines or MIN_TOKENS tokens were compared (an empty or
+// truncated corpus compares nothing and must not pass).
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
-const [vocabDir, textPath, idsPath, decodedPath, name] = process.argv.slice(2);
+const [vocabDir, textPath, idsPath, decodedPath, name, minLinesArg, minTokensArg] = process.argv.slice(2);
+const minLines = Number(minLinesArg), minTokens = Number(minTokensArg);
+if (!(minLines > 0) || !(minTokens > 0)) {
+  console.log(`FAIL: MIN_LINES and MIN_TOKENS must be positive numbers, got ${minLinesArg} ${minTokensArg}`);
+  process.exit(2);
+}
 const { encode } = require(path.resolve(vocabDir, 'Encoder.js'));
 
 // Lines of a string or a Buffer, split at '\n' with tokenize's rule for the last one.
@@ -65,4 +72,10 @@ console.log(`${name}: ${lines.length} lines (${raw.length} bytes, ${tokens} toke
             `Encoder.js: ${idDiffs} different`);
 console.log(`${name}: decode(encode(x)) == x on ${exact} lines; ${replaced} ill-formed UTF-8 lines ` +
             `decode to Node's U+FFFD reading; ${roundTripDiffs} different`);
-process.exit(failures ? 1 : 0);
+let tooFew = false;
+if (lines.length < minLines || tokens < minTokens) {
+  console.log(`FAIL ${name}: only ${lines.length} lines and ${tokens} tokens compared, the minimum is ` +
+              `${minLines} lines and ${minTokens} tokens: is the corpus empty or truncated?`);
+  tooFew = true;
+}
+process.exit(failures || tooFew ? 1 : 0);

@@ -4,28 +4,41 @@ never in a hang. Each case starts its ranks as plain processes (no launcher that
 stop the survivors), and checks what each rank printed and how long it took:
 
   dtype        all_reduce and broadcast of an int16 tensor: RuntimeError naming the
-               op, the dtype and the supported ones, on every rank, before any traffic.
+               op, the dtype and the supported ones, on every rank, before any traffic
+               (each call refused within AT_ONCE_S).
   mismatch     rank 0 all_reduces 1000 floats, rank 1 1200: RuntimeError naming both
                sizes on both ranks; caught by the shared-memory arena's fingerprints
-               (default), by the message path's size check (COMM_TCP_SHM_COLL=0), and
-               by COMM_DEBUG_COLLECTIVES=1's fingerprint exchange.
+               (default), by the message path's size check (COMM_TCP_SHM_COLL=0, in
+               bytes: 4000 and 4800), and by COMM_DEBUG_COLLECTIVES=1's fingerprint
+               exchange; each within AT_ONCE_S, long before the group's timeout.
   never_joins  WORLD_SIZE=2 but only rank 0 starts (file:// store): init_process_group
-               raises our rendezvous TimeoutError naming the missing rank 1.
+               raises our rendezvous TimeoutError naming the missing rank 1, after the
+               group's timeout (TIMEOUT_S) and within TIMEOUT_S + LATE_S.
   killed       rank 1 is SIGKILLed after init; rank 0's all_reduce raises a RuntimeError
-               naming peer rank 1, long before the timeout.
+               naming peer rank 1 at once (within AT_ONCE_S), long before the timeout.
+
+Each check looks for one line (by its prefix) and requires every needle in that line;
+the worker times each call that must be refused and prints "TIME <what> <seconds>".
+The tcp:// store's port is probed free on 127.0.0.1 below the ephemeral range
+(/proc/sys/net/ipv4/ip_local_port_range), where no outgoing connection takes it.
 
   bad_input_test.py --build build [--case NAME]
 """
 import argparse
 import datetime
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 TIMEOUT_S = 20  # the process group's timeout in these cases
+AT_ONCE_S = 5.0  # "at once": a refusal measured in milliseconds, bounded well under TIMEOUT_S
+LATE_S = 10.0  # never_joins: the timeout's error comes within TIMEOUT_S + LATE_S (measured: + 2 s)
+START_LIMIT_S = 90  # a case's processes, torch's import included, end within this (else: hung)
 
 
 def worker(case):
@@ -35,32 +48,64 @@ def worker(case):
 
     rank = int(os.environ["RANK"])
     init = os.environ["INIT"]
+    t0 = time.monotonic()
+
+    def took(what):  # the seconds since t0, printed for the checker
+        print(f"TIME {what} {time.monotonic() - t0:.3f}", flush=True)
+
     try:
         dist.init_process_group("dpt", init_method=init, rank=rank, world_size=int(os.environ["WORLD_SIZE"]),
                                 timeout=datetime.timedelta(seconds=TIMEOUT_S))
     except RuntimeError as e:
+        took("init")
         print(f"INIT-ERROR {type(e).__name__}: {e}", flush=True)
         return 3
     try:
         if case == "dtype":
             try:
+                t0 = time.monotonic()
                 dist.all_reduce(torch.ones(4, dtype=torch.int16))
             except RuntimeError as e:
+                took("allreduce")
                 print(f"ERROR-1 {type(e).__name__}: {e}", flush=True)
+            t0 = time.monotonic()
             dist.broadcast(torch.ones(4, dtype=torch.int16), src=0)
         elif case == "mismatch":
+            t0 = time.monotonic()
             dist.all_reduce(torch.ones(1000 if rank == 0 else 1200))
         elif case == "killed":
             dist.barrier()
             if rank == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(1.0)
+            t0 = time.monotonic()
             dist.all_reduce(torch.ones(1 << 16))
         print("NO-ERROR", flush=True)
         return 0
     except RuntimeError as e:
+        took("op")
         print(f"ERROR {type(e).__name__}: {e}", flush=True)
         return 2
+
+
+def free_port():
+    """A port free on 127.0.0.1 now, below the ephemeral range (so no outgoing connection
+    of another process is given it before our store binds it)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(10000, ephemeral_low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port on 127.0.0.1 in 10000..{ephemeral_low - 1} after 200 tries")
 
 
 def start(case, rank, world, init, extra_env, build):
@@ -83,43 +128,80 @@ def collect(procs, limit):
     return outs
 
 
-def expect(outs, rank, needles, what):
+def expect(outs, rank, prefix, needles, what, timed=None, within=(0.0, AT_ONCE_S)):
+    """Rank's output has a line starting with prefix that holds every needle; with timed,
+    its "TIME <timed> s" line has s within [within[0], within[1])."""
     rc, out = outs[rank]
-    missing = [n for n in needles if n not in out]
-    if missing:
-        print(f"FAIL {what}: rank {rank} (exit {rc}) lacks {missing} in its output:\n{out[-3000:]}")
+    lines = out.splitlines()
+    line = next((l for l in lines if l.startswith(prefix)), None)
+    if line is None:
+        print(f"FAIL {what}: rank {rank} (exit {rc}) printed no line starting with {prefix!r}:\n{out[-3000:]}")
         return False
-    print(f"ok   {what}: rank {rank}: " + next((l for l in out.splitlines() if "ERROR" in l), "")[:300])
+    missing = [n for n in needles if n not in line]
+    if missing:
+        print(f"FAIL {what}: rank {rank} (exit {rc}): {missing} not in the line\n  {line}\n{out[-3000:]}")
+        return False
+    timing = ""
+    if timed:
+        secs = [float(l.split()[2]) for l in lines if l.startswith(f"TIME {timed} ")]
+        if not secs:
+            print(f"FAIL {what}: rank {rank} (exit {rc}) printed no 'TIME {timed}' line:\n{out[-3000:]}")
+            return False
+        if not within[0] <= secs[0] < within[1]:
+            print(f"FAIL {what}: rank {rank}: refused after {secs[0]:.2f} s, not within "
+                  f"[{within[0]:.1f}, {within[1]:.1f}) s\n  {line}")
+            return False
+        timing = f" ({secs[0]:.2f} s)"
+    print(f"ok   {what}: rank {rank}{timing}: {line[:300]}")
     return True
 
 
+def tcp_init():
+    return f"tcp://127.0.0.1:{free_port()}"
+
+
 def run_case(case, build):
-    port = 20000 + os.getpid() % 20000
-    tcp = f"tcp://127.0.0.1:{port}"
     t0 = time.time()
     ok = True
     if case == "dtype":
-        outs = collect([start(case, r, 2, tcp, {}, build) for r in range(2)], 120)
+        tcp = tcp_init()
+        outs = collect([start(case, r, 2, tcp, {}, build) for r in range(2)], START_LIMIT_S)
         for r in range(2):
-            ok &= expect(outs, r, ["ERROR-1 RuntimeError", "Short", "is not supported by the dpt backend",
-                                   f"[rank {r}/2", "allreduce"], "int16 tensor")
-            ok &= expect(outs, r, ["ERROR RuntimeError", "Short", "is not supported", "broadcast"], "int16 broadcast")
+            ok &= expect(outs, r, "ERROR-1 RuntimeError: ",
+                         [f"[rank {r}/2 tcp] allreduce: ", "tensor of dtype Short is not supported by the dpt backend",
+                          "(supported: float32, "], "int16 all_reduce", timed="allreduce")
+            ok &= expect(outs, r, "ERROR RuntimeError: ",
+                         [f"[rank {r}/2 tcp] broadcast: ", "tensor of dtype Short is not supported by the dpt backend",
+                          "(supported: float32, "], "int16 broadcast", timed="op")
     elif case == "mismatch":
-        for env, needles in (({}, ["ERROR RuntimeError", "allreduce", "1000", "1200", "mismatch"]),
-                             ({"COMM_TCP_SHM_COLL": "0"}, ["ERROR RuntimeError", "allreduce", "[rank"]),
-                             ({"COMM_DEBUG_COLLECTIVES": "1"}, ["ERROR RuntimeError", "allreduce", "1000", "1200"])):
-            outs = collect([start(case, r, 2, tcp, env, build) for r in range(2)], 4 * TIMEOUT_S + 60)
+        sizes = {0: 1000, 1: 1200}
+        cases = (({}, lambda r: ["collective mismatch", f"this rank runs allreduce(f32, {sizes[r]} elements",
+                                 f"rank {1 - r} runs allreduce(f32, {sizes[1 - r]} elements"]),
+                 ({"COMM_TCP_SHM_COLL": "0"}, lambda r: [f"peer rank {1 - r} sent {4 * sizes[1 - r]} bytes",
+                                                         f"holds {4 * sizes[r]}"]),
+                 ({"COMM_DEBUG_COLLECTIVES": "1"}, lambda r: ["collective mismatch",
+                                                              "rank 0 issued allreduce(f32, count 1000, op sum)",
+                                                              "rank 1 issued allreduce(f32, count 1200, op sum)"]))
+        for env, needles in cases:
+            tcp = tcp_init()
+            outs = collect([start(case, r, 2, tcp, env, build) for r in range(2)], START_LIMIT_S)
             for r in range(2):
-                ok &= expect(outs, r, needles, f"sizes 1000 vs 1200 ({env or 'arena fingerprints'})")
+                ok &= expect(outs, r, "ERROR RuntimeError: ", [f"[rank {r}/2 tcp] allreduce"] + needles(r),
+                             f"sizes 1000 vs 1200 ({env or 'arena fingerprints'})", timed="op")
     elif case == "never_joins":
         path = tempfile.mktemp(prefix="dpt_never_joins_")
-        outs = collect([start(case, 0, 2, f"file://{path}", {}, build)], 4 * TIMEOUT_S + 60)
-        ok &= expect(outs, 0, ["INIT-ERROR RuntimeError", "[rank 0/2", "1"], "rank 1 never starts")
+        outs = collect([start(case, 0, 2, f"file://{path}", {}, build)], START_LIMIT_S)
+        ok &= expect(outs, 0, "INIT-ERROR RuntimeError: ",
+                     ["[rank 0/2 tcp] rendezvous: 1 of 2 ranks joined within 20 s, missing ranks [1]"],
+                     "rank 1 never starts", timed="init", within=(TIMEOUT_S - 1.0, TIMEOUT_S + LATE_S))
         if os.path.exists(path):
             os.remove(path)
     elif case == "killed":
-        outs = collect([start(case, r, 2, tcp, {}, build) for r in range(2)], 4 * TIMEOUT_S + 60)
-        ok &= expect(outs, 0, ["ERROR RuntimeError", "[rank 0/2", "peer", "1"], "rank 1 killed")
+        tcp = tcp_init()
+        outs = collect([start(case, r, 2, tcp, {}, build) for r in range(2)], START_LIMIT_S)
+        ok &= expect(outs, 0, "ERROR RuntimeError: ",
+                     ["[rank 0/2 tcp] allreduce", "(peer 1)", "connection closed by peer rank 1: did it exit or crash?"],
+                     "rank 1 killed", timed="op")
         if outs[1][0] != -signal.SIGKILL:
             print(f"FAIL rank 1 should have died of SIGKILL, exit {outs[1][0]}")
             ok = False

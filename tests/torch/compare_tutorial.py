@@ -32,7 +32,22 @@ def command(args, backend, port):
     return ["mpirun", "-np", str(args.np), "--oversubscribe", "--bind-to", "none"] + prog
 
 
-def run(args, backend, port):
+def run_reference(args, port):
+    """The gloo run, retried: PyTorch 1.13 can deadlock a gloo process at exit (issue 25,
+    seen in about 1 run of 10 on a loaded 2-core machine: the main thread, holding the
+    GIL, destroys DDP's Reducer, whose ProcessGroupGloo joins a worker thread that is
+    freeing a tensor with a Python object and waits for the GIL). That is the reference
+    failing, not the backend under test, so it gets up to 3 tries of --gloo-timeout s
+    each; the dpt run gets exactly one."""
+    for attempt in range(1, 4):
+        try:
+            return run(args, "gloo", port + 2 * attempt, args.gloo_timeout)
+        except subprocess.TimeoutExpired:
+            print(f"gloo: attempt {attempt} did not end within {args.gloo_timeout} s (PyTorch 1.13's exit deadlock?); retrying")
+    return 1, {}, ""
+
+
+def run(args, backend, port, timeout=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(os.path.abspath(args.build), "python")
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -44,7 +59,18 @@ def run(args, backend, port):
         env["COMM_LOG_LEVEL"] = "info"  # the registry names the transport of each group
     cmd = command(args, backend, port)
     t0 = time.time()
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.timeout)
+    # A session of its own: on a timeout every process of the run goes, the ranks too
+    # (the launchers put each rank in a process group of its own).
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout or args.timeout)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["pkill", "-KILL", "-s", str(proc.pid)])
+        proc.kill()
+        proc.communicate()
+        raise
+    p = subprocess.CompletedProcess(cmd, proc.returncode, out)
     losses = {}
     for m in LINE.finditer(p.stdout):
         losses[(int(m.group(1)), int(m.group(2)))] = float(m.group(3))
@@ -60,12 +86,13 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--build", default="build")
     ap.add_argument("--rtol", type=float, default=1e-6)
-    ap.add_argument("--timeout", type=int, default=240)
+    ap.add_argument("--timeout", type=int, default=120, help="seconds for the dpt run")
+    ap.add_argument("--gloo-timeout", type=int, default=35, help="seconds for each try of the gloo reference")
     ap.add_argument("program")
     ap.add_argument("program_args", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     port = 29000 + os.getpid() % 2000
-    rc_g, gloo, out_g = run(args, "gloo", port)
+    rc_g, gloo, out_g = run_reference(args, port)
     rc_d, dpt, out_d = run(args, "dpt", port + 1)
     if rc_g or rc_d:
         return 1

@@ -1,7 +1,10 @@
 """Runs PyTorch's own DistributedTest suite (torch/testing/_internal/distributed/
 distributed_test.py, shipped by python3-torch) for one backend at one world size, as
 PyTorch's test/distributed/test_distributed_spawn.py does, and writes one JSON line per
-test to --results: {"test", "status": passed|skipped|failed, "reason", "seconds"}.
+test to --results: {"test", "status": passed|skipped|failed, "reason", "seconds"}, and
+one line per rank whose test body returned (passed on that rank) to --results + ".ranks":
+{"test", "rank"}. Exit status 0 only when every test asked for ran and none failed
+(skips count as success here; run_distributed_suite.py --no-skips refuses them).
 
 Environment (set by run_distributed_suite.py): BACKEND (gloo or dpt), WORLD_SIZE, and
 DPT_AS_GLOO=1 for the "dpt-as-gloo" run: BACKEND stays gloo, so every test PyTorch gates
@@ -93,6 +96,13 @@ START = args.start
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    def run_test(self, test_name, parent_pipe):
+        """In each rank's process: PyTorch's run_test exits the process on a failure or a
+        skip, so the line below is written only when the test passed on this rank."""
+        super().run_test(test_name, parent_pipe)
+        with open(args.results + ".ranks", "a") as f:
+            f.write(json.dumps({"test": test_name, "rank": self.rank}) + "\n")
+
     def setUp(self):
         super().setUp()
         if START == "fork":
@@ -151,4 +161,7 @@ if __name__ == "__main__":
         suite = loader.loadTestsFromTestCase(TestDistBackendWithSpawn)
     runner = unittest.TextTestRunner(resultclass=JsonResult, verbosity=1, stream=sys.stderr)
     result = runner.run(suite)
-    sys.exit(0)
+    ran_all = not args.tests or result.testsRun == len(args.tests)
+    if not ran_all:
+        print(f"distributed_suite_main: ran {result.testsRun} of the {len(args.tests)} tests asked for", file=sys.stderr)
+    sys.exit(0 if result.wasSuccessful() and ran_all else 1)

@@ -13,7 +13,10 @@ into --out:
   summary.md                            counts side by side, and every test gloo passes
                                         that dpt does not, with dpt's status and reason
 Exit status 1 with --require-pass when a dpt test failed (with a gloo reference: when
-dpt fails a test gloo passes).
+dpt fails a test gloo passes), when a test asked for with --tests has no result on dpt
+(a partial run: a crash, a dropped test), when a dpt test recorded as passed lacks the
+pass of one of its ranks (<backend>_ws<N>.jsonl.ranks), or when dpt's run of
+distributed_suite_main.py exited non-zero without a gloo reference to explain it.
 
 The whole suite (about an hour on 2 cores):
   /usr/bin/python3 tests/torch/run_distributed_suite.py --build build --out suite
@@ -33,8 +36,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def run_one(backend, world, args):
     path = os.path.join(args.out, f"{backend}_ws{world}.jsonl")
-    if os.path.exists(path):
-        os.remove(path)
+    for stale in (path, path + ".ranks"):
+        if os.path.exists(stale):
+            os.remove(stale)
     env = dict(os.environ)
     env["BACKEND"] = "gloo" if backend == "dpt-as-gloo" else backend
     if backend == "dpt-as-gloo":
@@ -50,16 +54,38 @@ def run_one(backend, world, args):
     t0 = time.time()
     log_path = os.path.join(args.out, f"{backend}_ws{world}.log")
     with open(log_path, "w") as log:
-        subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=args.out)
-    records = []
-    if os.path.exists(path):
-        with open(path) as f:
-            records = [json.loads(line) for line in f if line.strip()]
+        rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=args.out).returncode
+    records = read_jsonl(path)
+    rank_passes = {}
+    for r in read_jsonl(path + ".ranks"):
+        rank_passes.setdefault(r["test"], set()).add(r["rank"])
     print(f"{backend} ws{world}: {len(records)} tests in {time.time() - t0:.0f} s "
-          f"({count(records, 'passed')} passed, {count(records, 'skipped')} skipped, {count(records, 'failed')} failed)",
-          flush=True)
+          f"({count(records, 'passed')} passed, {count(records, 'skipped')} skipped, {count(records, 'failed')} failed), "
+          f"exit {rc}", flush=True)
     write_lists(args.out, f"{backend}_ws{world}", records)
-    return records
+    return {"records": records, "rank_passes": rank_passes, "rc": rc, "log": log_path}
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def incomplete(run, world, wanted, no_skips):
+    """What keeps one run from being a pass of every test asked for (wanted; empty: the
+    whole suite, whatever it ran) on every rank: (test, what) pairs."""
+    by_test = {r["test"]: r for r in run["records"]}
+    out = [(t, "no result (the run lost it)") for t in wanted if t not in by_test]
+    for t, r in sorted(by_test.items()):
+        if r["status"] == "skipped" and no_skips and (not wanted or t in wanted):
+            out.append((t, "skipped: " + last_line(r["reason"])))
+        if r["status"] == "passed":
+            lacking = sorted(set(range(world)) - run["rank_passes"].get(t, set()))
+            if lacking:
+                out.append((t, f"recorded as passed, but rank(s) {lacking} never finished it"))
+    return out
 
 
 def count(records, status):
@@ -131,20 +157,31 @@ def main():
     args.out = os.path.abspath(args.out)
     backends = [b for b in args.backends.split(",") if b]
     worlds = [int(w) for w in args.world_sizes.split(",") if w]
-    results = {}
+    runs = {}
     for w in worlds:
         for b in backends:
-            results[(b, w)] = run_one(b, w, args)
+            runs[(b, w)] = run_one(b, w, args)
+    results = {key: run["records"] for key, run in runs.items()}
     bad = summary(args.out, results, worlds, backends)
     missing = [(b, w) for (b, w), rec in results.items() if not rec]
     if missing:
         print(f"no results from {missing}: see the .log files in {args.out}")
         return 1
-    if args.require_pass and args.no_skips:
-        bad += [(w, r["test"]) for (b, w), rec in results.items() for r in rec if b == "dpt" and r["status"] == "skipped"]
+    if args.require_pass and "dpt" in backends:
+        for w in worlds:
+            run = runs[("dpt", w)]
+            for test, what in incomplete(run, w, args.tests, args.no_skips):
+                print(f"dpt ws{w}: {test}: {what}")
+                bad.append((w, test))
+            if run["rc"] != 0 and "gloo" not in backends:
+                print(f"dpt ws{w}: distributed_suite_main.py exited {run['rc']}: see {run['log']}")
+                bad.append((w, f"exit {run['rc']}"))
     if args.require_pass and bad:
-        print(f"FAILED: {len(bad)} test(s): {bad}")
+        print(f"FAILED: {len(set(bad))} problem(s) (world size, test): {sorted(set(bad))}")
         return 1
+    if args.require_pass:
+        print(f"PASSED: every test asked for ({len(args.tests) if args.tests else 'the whole suite'}) passed on dpt "
+              f"on every rank at world size(s) {worlds}")
     return 0
 
 

@@ -102,7 +102,7 @@ Options parse_options(int argc, char** argv) {
 }
 
 const char* usage() {
-  return "comm_bench: nccl-tests style collective benchmark\n"
+  static const std::string text = std::string("comm_bench: nccl-tests style collective benchmark\n"
          "  -b, --minbytes N      smallest message (bytes; K/M/G suffixes) [32M]\n"
          "  -e, --maxbytes N      largest message [32M]\n"
          "  -f, --stepfactor N    multiply the size by N each step [2]\n"
@@ -114,7 +114,7 @@ const char* usage() {
          "  -r, --root R          root of broadcast and reduce [0]\n"
          "      --coll C          allreduce reduce_scatter allgather broadcast reduce alltoall [allreduce]\n"
          "      --backend B       mpi tcp nccl auto [COMM_BACKEND or auto]\n"
-         "      --algo A          auto ring tree recursive_doubling native [auto]\n"
+         "      --algo A          ") + algo::help_text() + " [auto]\n"
          "      --inplace         run in place (NCCL's conventions)\n"
          "  -z, --blocking 0|1    1: wait for each iteration before the next (caller-seen latency) [0]\n"
          "      --json FILE       also write the rows as JSON (rank 0)\n"
@@ -122,6 +122,7 @@ const char* usage() {
          "Columns: size (bytes of the largest buffer), count (elements per rank's piece),\n"
          "time_us (slowest rank's mean), algbw = size/time, busbw = algbw * nccl-tests' factor,\n"
          "wrong = elements that differ from the exact expected result (-c 1).\n";
+  return text.c_str();
 }
 
 }  // namespace dpt::bench

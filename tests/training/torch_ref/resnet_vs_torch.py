@@ -10,7 +10,9 @@ Cases (all by default):
   resnet18          torchvision.models.resnet18(num_classes=10): our checkpoint has exactly
                     torchvision's state_dict names, shapes and dtypes, loads with
                     strict=True, and the outputs, gradients and buffers match.
-  resnet18-cifar    the same with the cifar stem (3x3/1 conv1, no max-pool), 1 input channel, 8x8.
+  resnet18-cifar    the same with the cifar stem (3x3/1 conv1, no max-pool), 1 input channel, 16x16
+                    (at 8x8 layer 4 runs at 1x1 and every gradient is within one float32
+                    rounding of a kink: sensitivity 1e-2 everywhere, nothing left to test).
   torchvision-in    the other way: a torchvision model trained 3 steps, its state_dict
                     written by an independent writer (tests/support/st_io.py), loaded by our
                     load_model (what --init-from calls), outputs compared; our re-save of
@@ -20,11 +22,18 @@ Cases (all by default):
                     --eval-only on a CIFAR-10 folder this script writes; the held-out loss
                     and accuracy equal torchvision's on the same bytes (tutorial Normalize).
 Every comparison is against PyTorch run in float64 (the exact answer, to float32's
-eyes), and prints two errors, rel(x) = max|x - torch64| / max|torch64|: ours, and
-PyTorch's own in float32. Ours passes when it is within the tolerance, or within 3x of
-float32 PyTorch's own error where the computation is ill-conditioned (BatchNorm over the
-few values of a small batch at 1x1 resolution amplifies rounding in its backward; after
-SGD steps both float32 runs drift from the float64 one by the same order).
+eyes), and prints three figures, rel(x) = max|x - torch64| / max|torch64|: ours,
+PyTorch's own in float32, and the case's sensitivity to float32 rounding: the largest
+rel() of SENS_RUNS float64 runs whose inputs, parameters and every layer's output carry
+random relative perturbations of one float32 ulp (2^-23). Ours passes when it is within
+the tolerance, or within 3x PyTorch's float32 error, or within 10x that sensitivity.
+The bound is the case's own: a well-conditioned tensor is held to the tolerance, while
+one where a float32 rounding can move the answer (BatchNorm over the few values of a
+small batch at 1x1 resolution; an activation within rounding of a ReLU kink, where the
+gradient of every weight that sees it jumps) is held to what float32 can promise on it,
+whichever CPU kernel computed it. A single PyTorch float32 run is no such bound: it lands
+on one side of each kink, another kernel may land on the other (issue 25: 6e-2 against
+PyTorch's 1e-2 on a CPU whose OpenBLAS picked other kernels).
 """
 import copy
 import os
@@ -42,6 +51,8 @@ torch.set_num_threads(1)
 TOL_OUT = 1e-5      # forward outputs, eval and train mode, the loss, running statistics
 TOL_GRAD = 1e-4     # gradients after one backward through up to 20 BatchNorms
 TOL_STEPS = 1e-4    # parameters and buffers after the SGD steps
+SENS_RUNS = 3       # perturbed float64 runs that measure each case's sensitivity
+ULP = 2.0 ** -23    # the perturbations' relative size: one float32 ulp
 failures = []
 
 
@@ -55,10 +66,12 @@ def rel(ours, ref, floor=1e-12):
     return float(np.abs(ours - ref).max(initial=0.0) / scale)
 
 
-def check(label, ours, ref32, ref64, tol, floor=1e-12):
+def check(label, ours, ref32, ref64, perturbed, tol, floor=1e-12):
     e_ours, e_torch = rel(ours, ref64, floor), rel(ref32, ref64, floor)
-    ok = e_ours <= max(tol, 3 * e_torch)
-    print(f"  {'ok  ' if ok else 'FAIL'} {label:46s} ours {e_ours:.1e}  torch-f32 {e_torch:.1e}  (tol {tol:.0e})")
+    sens = max(rel(p, ref64, floor) for p in perturbed)
+    ok = e_ours <= max(tol, 3 * e_torch, 10 * sens)
+    print(f"  {'ok  ' if ok else 'FAIL'} {label:46s} ours {e_ours:.1e}  torch-f32 {e_torch:.1e}  "
+          f"sensitivity {sens:.1e}  (tol {tol:.0e})")
     if not ok:
         failures.append(label)
 
@@ -110,11 +123,32 @@ def check_names(ours_sd, module):
 
 
 def torch_sequence(module, feed, classifier, lr):
-    """The sequence resnet_torch_io runs, in PyTorch, in float32 and in float64 (on a
-    copy). Returns the two dicts of results."""
+    """The sequence resnet_torch_io runs, in PyTorch, in float32, in float64 (on a copy),
+    and SENS_RUNS times in float64 with float32-sized perturbations. Returns the float32
+    and float64 dicts of results and the list of perturbed ones."""
     m64 = copy.deepcopy(module).double()
     f64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in feed.items()}
-    return torch_run(module, feed, classifier, lr), torch_run(m64, f64, classifier, lr)
+    gen = torch.Generator().manual_seed(2025)
+    perturbed = [perturbed_run(m64, f64, classifier, lr, gen) for _ in range(SENS_RUNS)]
+    return torch_run(module, feed, classifier, lr), torch_run(m64, f64, classifier, lr), perturbed
+
+
+def perturbed_run(m64, f64, classifier, lr, gen):
+    """torch_run in float64 where the inputs, the parameters and the output of every
+    convolution, linear layer and BatchNorm are multiplied by (1 + ULP * N(0, 1)): what
+    float32 rounding does to each of them, in one random draw."""
+    def jitter(t):
+        return t * (1 + ULP * torch.randn(t.shape, generator=gen, dtype=torch.float64))
+    m = copy.deepcopy(m64)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(jitter(p))
+    layers = (torch.nn.Conv2d, torch.nn.Linear, torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)
+    for mod in m.modules():
+        if isinstance(mod, layers):
+            mod.register_forward_hook(lambda _m, _i, out: jitter(out))
+    feed = {k: jitter(torch.from_numpy(v)).numpy() if v.dtype == np.float64 else v for k, v in f64.items()}
+    return torch_run(m, feed, classifier, lr)
 
 
 def torch_run(module, feed, classifier, lr):
@@ -153,21 +187,25 @@ def torch_run(module, feed, classifier, lr):
 
 
 def compare(ours, refs):
-    ref, ref64 = refs
+    ref, ref64, perturbed = refs
+
+    def check_key(key, tol, floor=1e-12):
+        check(key, ours[key], ref[key], ref64[key], [p[key] for p in perturbed], tol, floor)
+
     for key in ["eval_out", "train_out", "train_loss"]:
-        check(key, ours[key], ref[key], ref64[key], TOL_OUT)
+        check_key(key, TOL_OUT)
     # A bias right before a BatchNorm has a gradient that is zero in exact arithmetic
     # (the normalisation removes any shift); both sides hold rounding noise there, so
     # gradients are measured against 1e-3 of the model's largest gradient at least.
     grads = [k for k in ref if k.startswith("grad/")]
     grad_floor = 1e-3 * max(np.abs(ref64[k]).max(initial=0.0) for k in grads)
     for key in sorted(grads):
-        check(key, ours[key], ref[key], ref64[key], TOL_GRAD, grad_floor)
+        check_key(key, TOL_GRAD, grad_floor)
     for key in sorted(k for k in ref if k.startswith("buffer/")):
-        check(key, ours[key], ref[key], ref64[key], TOL_OUT)
+        check_key(key, TOL_OUT)
     for key in sorted(k for k in ref if k.startswith("final/")):
-        check(key, ours[key], ref[key], ref64[key], TOL_STEPS)
-    check("final_eval_out", ours["final_eval_out"], ref["final_eval_out"], ref64["final_eval_out"], TOL_STEPS)
+        check_key(key, TOL_STEPS)
+    check_key("final_eval_out", TOL_STEPS)
 
 
 def make_feed(rng, shape, classifier, steps, out_numel=None):
@@ -307,7 +345,7 @@ def main():
         elif c == "resnet18":
             case_resnet(tool, work, "imagenet", 3, 32)
         elif c == "resnet18-cifar":
-            case_resnet(tool, work, "cifar", 1, 8)
+            case_resnet(tool, work, "cifar", 1, 16)
         elif c == "torchvision-in":
             case_torchvision_in(tool, work)
         elif c == "init-from-flag" and train_local:

@@ -1,0 +1,364 @@
+// The CPU GEMM engines (models/gemm_engine.h) against a float64 reference, and against
+// each other; DPT_GEMM's values and auto's rule (models/gemm_choice.h).
+//
+// Terms:
+//   bound   |C - C_ref| <= (k + 3) * FLT_EPSILON * (|alpha| * sum_l |a_il| |b_lj| + |beta c_ij|)
+//           per element. A float32 dot product of length k summed in any order (blocked,
+//           split over threads, with or without FMA) is within k * u of the exact one
+//           relative to sum |a||b| (u = FLT_EPSILON / 2, Higham's gamma_k); the 3 covers
+//           alpha applied before or after the sum and the beta * C add. A wrong transpose,
+//           leading dimension or alpha is off by O(sum |a||b|), far above it.
+//   padding a leading dimension above the row length leaves columns no engine may read
+//           (A and B: NaN there, which would reach C) or write (C: a sentinel that must
+//           stay).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "models/gemm.h"
+
+using namespace dpt;
+
+namespace {
+
+constexpr float kSentinel = -777.0f;
+
+struct Case {
+  bool ta = false, tb = false;
+  int m = 1, n = 1, k = 1;
+  int pad_a = 0, pad_b = 0, pad_c = 0;
+  float alpha = 1.0f, beta = 0.0f;
+
+  int lda() const { return (ta ? m : k) + pad_a; }
+  int ldb() const { return (tb ? k : n) + pad_b; }
+  int ldc() const { return n + pad_c; }
+  std::string str() const {
+    std::ostringstream s;
+    s << (ta ? 'T' : 'N') << (tb ? 'T' : 'N') << " m=" << m << " n=" << n << " k=" << k << " lda=" << lda()
+      << " ldb=" << ldb() << " ldc=" << ldc() << " alpha=" << alpha << " beta=" << beta;
+    return s.str();
+  }
+};
+
+struct Operands {
+  std::vector<float> a, b, c0;
+};
+
+// A row-major matrix of `rows` x `cols` in a buffer with leading dimension ld: the
+// columns past `cols` hold `pad`.
+std::vector<float> matrix(int rows, int cols, int ld, float pad, std::mt19937& gen) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> m(static_cast<size_t>(rows) * ld, pad);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) m[static_cast<size_t>(i) * ld + j] = u(gen);
+  return m;
+}
+
+Operands make_operands(const Case& c, std::mt19937& gen) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Operands o;
+  o.a = c.ta ? matrix(c.k, c.m, c.lda(), nan, gen) : matrix(c.m, c.k, c.lda(), nan, gen);
+  o.b = c.tb ? matrix(c.n, c.k, c.ldb(), nan, gen) : matrix(c.k, c.n, c.ldb(), nan, gen);
+  // beta == 0: C must not be read, so it starts as NaN; otherwise random. Padding: sentinel.
+  o.c0 = matrix(c.m, c.n, c.ldc(), kSentinel, gen);
+  if (c.beta == 0.0f)
+    for (int i = 0; i < c.m; ++i)
+      for (int j = 0; j < c.n; ++j) o.c0[static_cast<size_t>(i) * c.ldc() + j] = nan;
+  return o;
+}
+
+float at_a(const Case& c, const Operands& o, int i, int l) {
+  return c.ta ? o.a[static_cast<size_t>(l) * c.lda() + i] : o.a[static_cast<size_t>(i) * c.lda() + l];
+}
+float at_b(const Case& c, const Operands& o, int l, int j) {
+  return c.tb ? o.b[static_cast<size_t>(j) * c.ldb() + l] : o.b[static_cast<size_t>(l) * c.ldb() + j];
+}
+
+// The float64 result and each element's bound.
+void reference(const Case& c, const Operands& o, std::vector<double>& ref, std::vector<double>& bound) {
+  ref.assign(static_cast<size_t>(c.m) * c.n, 0.0);
+  bound.assign(ref.size(), 0.0);
+  for (int i = 0; i < c.m; ++i)
+    for (int j = 0; j < c.n; ++j) {
+      double dot = 0, mag = 0;
+      for (int l = 0; l < c.k; ++l) {
+        const double p = double(at_a(c, o, i, l)) * double(at_b(c, o, l, j));
+        dot += p;
+        mag += std::fabs(p);
+      }
+      const double c0 = c.beta == 0.0f ? 0.0 : double(o.c0[static_cast<size_t>(i) * c.ldc() + j]);
+      ref[static_cast<size_t>(i) * c.n + j] = double(c.alpha) * dot + double(c.beta) * c0;
+      bound[static_cast<size_t>(i) * c.n + j] =
+          (c.k + 3) * double(FLT_EPSILON) * (std::fabs(double(c.alpha)) * mag + std::fabs(double(c.beta) * c0));
+    }
+}
+
+std::vector<float> run(GemmEngine e, const Case& c, const Operands& o) {
+  std::vector<float> out = o.c0;
+  sgemm_with(e, c.ta, c.tb, c.m, c.n, c.k, c.alpha, o.a.data(), c.lda(), o.b.data(), c.ldb(), c.beta, out.data(),
+             c.ldc());
+  return out;
+}
+
+// Elements out of bound (NaN counts), and padding of C that was written; the first
+// failure described after what `what` already says.
+int count_errors(const Case& c, const std::vector<float>& got, const std::vector<double>& ref,
+                 const std::vector<double>& bound, std::string& what) {
+  int bad = 0;
+  for (int i = 0; i < c.m; ++i)
+    for (int j = 0; j < c.ldc(); ++j) {
+      const float g = got[static_cast<size_t>(i) * c.ldc() + j];
+      bool ok;
+      std::ostringstream s;
+      if (j >= c.n) {
+        ok = std::memcmp(&g, &kSentinel, sizeof g) == 0;
+        s << "padding C[" << i << "][" << j << "] = " << g << " was written";
+      } else {
+        const double r = ref[static_cast<size_t>(i) * c.n + j], b = bound[static_cast<size_t>(i) * c.n + j];
+        ok = std::fabs(double(g) - r) <= b;  // false for NaN
+        s << "C[" << i << "][" << j << "] = " << g << ", float64 reference " << r << ", error "
+          << std::fabs(double(g) - r) << " > bound " << b;
+      }
+      if (!ok && bad++ == 0) what += s.str();
+    }
+  return bad;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  // Edge shapes (1s, odd, around kernel block sizes), every transpose pair, beta 0 and 1.
+  const int shapes[][3] = {{1, 1, 1},    {1, 7, 5},    {7, 1, 5},     {5, 7, 1},    {1, 1, 300},  {3, 5, 1000},
+                           {17, 31, 13}, {16, 16, 16}, {33, 65, 129}, {64, 48, 96}, {127, 1, 63}, {1, 255, 64},
+                           {96, 200, 257}};
+  std::mt19937 gen(7);
+  int i = 0;
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (float beta : {0.0f, 1.0f}) {
+        Case c;
+        c.ta = t & 1, c.tb = t & 2;
+        c.m = s[0], c.n = s[1], c.k = s[2];
+        c.beta = beta;
+        c.alpha = (i % 3 == 0) ? 1.0f : (i % 3 == 1 ? -0.75f : 2.5f);
+        c.pad_a = (i % 4 == 1) ? 3 : 0;
+        c.pad_b = (i % 4 == 2) ? 5 : 0;
+        c.pad_c = (i % 4 == 3) ? 2 : (i % 5 == 0 ? 1 : 0);
+        v.push_back(c);
+        ++i;
+      }
+  // Random shapes: sizes 1..160, random padding and scalars.
+  std::uniform_int_distribution<int> dim(1, 160), pad(0, 9), bit(0, 1);
+  for (int r = 0; r < 48; ++r) {
+    Case c;
+    c.ta = bit(gen), c.tb = bit(gen);
+    c.m = dim(gen), c.n = dim(gen), c.k = dim(gen);
+    c.pad_a = pad(gen), c.pad_b = pad(gen), c.pad_c = pad(gen);
+    c.alpha = bit(gen) ? 1.0f : std::uniform_real_distribution<float>(-3.0f, 3.0f)(gen);
+    c.beta = bit(gen) ? 0.0f : 1.0f;
+    v.push_back(c);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("every GEMM engine is within float32's bound of a float64 reference, and of the others", "[gemm]") {
+  const auto engines = available_gemm_engines();
+  INFO("engines in this build: " << engines.size() << "; sgemm runs " << gemm_engine_description());
+  std::mt19937 gen(2024);
+  int checked = 0;
+  for (const Case& c : cases()) {
+    const Operands o = make_operands(c, gen);
+    std::vector<double> ref, bound;
+    reference(c, o, ref, bound);
+    std::vector<std::vector<float>> results;
+    for (GemmEngine e : engines) {
+      std::string what;
+      try {
+        results.push_back(run(e, c, o));
+      } catch (const std::exception& ex) {  // an engine that rejects valid arguments fails the case
+        results.emplace_back(o.c0.size(), std::numeric_limits<float>::quiet_NaN());
+        what = std::string("threw: ") + ex.what() + "; ";
+      }
+      const int bad = count_errors(c, results.back(), ref, bound, what);
+      INFO(gemm_engine_name(e) << " " << c.str() << ": " << bad << " bad elements; first: " << what);
+      CHECK(bad == 0);
+      ++checked;
+    }
+    // Engine against engine: both within the bound of the reference, so within twice it
+    // of each other.
+    for (size_t e = 1; e < results.size(); ++e) {
+      int bad = 0;
+      std::string what;
+      for (int i = 0; i < c.m; ++i)
+        for (int j = 0; j < c.n; ++j) {
+          const double x = results[0][static_cast<size_t>(i) * c.ldc() + j];
+          const double y = results[e][static_cast<size_t>(i) * c.ldc() + j];
+          const double b = 2 * bound[static_cast<size_t>(i) * c.n + j];
+          if (!(std::fabs(x - y) <= b) && bad++ == 0) {
+            std::ostringstream s;
+            s << "C[" << i << "][" << j << "]: " << x << " vs " << y << " > " << b;
+            what = s.str();
+          }
+        }
+      INFO(gemm_engine_name(engines[0]) << " vs " << gemm_engine_name(engines[e]) << " " << c.str() << ": " << what);
+      CHECK(bad == 0);
+    }
+  }
+  CHECK(checked == static_cast<int>(cases().size() * engines.size()));
+}
+
+TEST_CASE("k = 0 gives beta * C, and beta = 0 never reads C", "[gemm]") {
+  for (GemmEngine e : available_gemm_engines()) {
+    INFO(gemm_engine_name(e));
+    const float a[1] = {1.0f}, b[1] = {1.0f};
+    std::vector<float> c = {2.0f, -4.0f, 8.0f, 16.0f};
+    sgemm_with(e, false, false, 2, 2, 0, 1.0f, a, 1, b, 2, 0.5f, c.data(), 2);
+    CHECK(c == std::vector<float>{1.0f, -2.0f, 4.0f, 8.0f});
+    std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+    sgemm_with(e, false, false, 2, 2, 0, 1.0f, a, 1, b, 2, 0.0f, c.data(), 2);
+    CHECK(c == std::vector<float>(4, 0.0f));
+  }
+}
+
+TEST_CASE("the same product gives the same bits at any buffer offset", "[gemm]") {
+  // Resumed runs continue bit for bit only if an engine's result does not depend on where
+  // its operands happen to lie.
+  std::mt19937 gen(5);
+  Case c;
+  c.tb = true, c.m = 64, c.n = 96, c.k = 200, c.beta = 1.0f;
+  const Operands o = make_operands(c, gen);
+  for (GemmEngine e : available_gemm_engines()) {
+    INFO(gemm_engine_name(e));
+    const std::vector<float> base = run(e, c, o);
+    for (int shift = 1; shift < 4; ++shift) {
+      std::vector<float> a(o.a.size() + shift), b(o.b.size() + shift), out(o.c0.size() + shift);
+      std::copy(o.a.begin(), o.a.end(), a.begin() + shift);
+      std::copy(o.b.begin(), o.b.end(), b.begin() + shift);
+      std::copy(o.c0.begin(), o.c0.end(), out.begin() + shift);
+      sgemm_with(e, c.ta, c.tb, c.m, c.n, c.k, c.alpha, a.data() + shift, c.lda(), b.data() + shift, c.ldb(), c.beta,
+                 out.data() + shift, c.ldc());
+      CHECK(std::memcmp(out.data() + shift, base.data(), base.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("oneDNN runs on blas_threads() threads, from any thread, and small products on one", "[gemm]") {
+  if (!gemm_engine_available(GemmEngine::onednn)) {
+    WARN("no oneDNN in this build");
+    return;
+  }
+  const int saved = blas_threads();
+  const int n = 96;  // 96^3 multiply-adds: above the one-thread limit (64^3)
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
+  for (int t : {1, 2}) {
+    set_blas_threads(t);
+    INFO("blas_threads() = " << blas_threads());
+    sgemm_with(GemmEngine::onednn, false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    CHECK(gemm_engine_threads(GemmEngine::onednn) == blas_threads());
+    int seen = -1, small = -1;
+    std::thread([&] {
+      std::vector<float> c2(n * n);
+      sgemm_with(GemmEngine::onednn, false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c2.data(), n);
+      seen = gemm_engine_threads(GemmEngine::onednn);
+      sgemm_with(GemmEngine::onednn, false, false, 64, 64, 64, 1.0f, a.data(), n, b.data(), n, 0.0f, c2.data(), n);
+      small = gemm_engine_threads(GemmEngine::onednn);
+    }).join();
+    CHECK(seen == blas_threads());
+    CHECK(small == 1);
+  }
+  set_blas_threads(saved);
+  CHECK(c[0] == 0.5f * n);
+}
+
+TEST_CASE("DPT_GEMM's values and auto's rule", "[gemm]") {
+  CHECK(choose_gemm_engine("openblas").engine == GemmEngine::openblas);
+  CHECK(choose_gemm_engine("openblas").how == "DPT_GEMM=openblas");
+  CHECK_THROWS_AS(choose_gemm_engine("blis"), std::invalid_argument);
+  if (gemm_engine_available(GemmEngine::onednn))
+    CHECK(choose_gemm_engine("onednn").engine == GemmEngine::onednn);
+  else
+    CHECK_THROWS_AS(choose_gemm_engine("onednn"), std::invalid_argument);
+  // auto without the variable: an available engine, and the reason.
+  const GemmChoice automatic = choose_gemm_engine("auto");
+  CHECK(gemm_engine_available(automatic.engine));
+  CHECK(automatic.how.rfind("auto: ", 0) == 0);
+  CHECK(choose_gemm_engine("").engine == automatic.engine);
+
+  // OpenBLAS's core names and oneDNN's ISAs to levels.
+  CHECK(openblas_core_level("Prescott") == SimdLevel::sse);
+  CHECK(openblas_core_level("Nehalem") == SimdLevel::sse);
+  CHECK(openblas_core_level("Sandybridge") == SimdLevel::avx);
+  CHECK(openblas_core_level("Haswell") == SimdLevel::avx2);
+  CHECK(openblas_core_level("Zen") == SimdLevel::avx2);
+  CHECK(openblas_core_level("SkylakeX") == SimdLevel::avx512);
+  CHECK(openblas_core_level("cooperlake") == SimdLevel::avx512);
+  CHECK(openblas_core_level("GraniteRapids") == SimdLevel::unknown);
+  CHECK(openblas_core_level(openblas_core_name()) != SimdLevel::unknown);  // this OpenBLAS's own core
+  CHECK(onednn_isa_level(0x1) == SimdLevel::sse);        // sse41
+  CHECK(onednn_isa_level(0x3) == SimdLevel::avx);        // avx
+  CHECK(onednn_isa_level(0x7) == SimdLevel::avx2);       // avx2
+  CHECK(onednn_isa_level(0x407) == SimdLevel::avx2);     // avx2_vnni
+  CHECK(onednn_isa_level(0x27) == SimdLevel::avx512);    // avx512_core
+  CHECK(onednn_isa_level(0x3e7) == SimdLevel::avx512);   // avx512_core_amx
+  CHECK(onednn_isa_level(-1) == SimdLevel::unknown);     // no oneDNN
+
+  // The rule: the lower level loses, a tie keeps openblas, unknown measures.
+  CHECK(choose_gemm_engine_by_level(SimdLevel::sse, SimdLevel::avx512) == GemmEngine::onednn);
+  CHECK(choose_gemm_engine_by_level(SimdLevel::avx2, SimdLevel::avx512) == GemmEngine::onednn);
+  CHECK(choose_gemm_engine_by_level(SimdLevel::avx512, SimdLevel::avx512) == GemmEngine::openblas);
+  CHECK(choose_gemm_engine_by_level(SimdLevel::avx512, SimdLevel::avx2) == GemmEngine::openblas);
+  CHECK_FALSE(choose_gemm_engine_by_level(SimdLevel::unknown, SimdLevel::avx512).has_value());
+  CHECK_FALSE(choose_gemm_engine_by_level(SimdLevel::avx2, SimdLevel::unknown).has_value());
+}
+
+TEST_CASE("auto's measurement (for OpenBLAS cores it does not know) is quick and leaves the threads", "[gemm]") {
+  if (!gemm_engine_available(GemmEngine::onednn)) {
+    CHECK(measure_onednn_speedup() == 0.0);
+    return;
+  }
+  const int threads = blas_threads();
+  const auto t0 = std::chrono::steady_clock::now();
+  const double speedup = measure_onednn_speedup();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  WARN("measure_onednn_speedup: onednn " << speedup << "x openblas (" << openblas_core_name() << "), " << seconds
+                                         << " s");
+  CHECK(speedup > 0.0);
+  CHECK(seconds < 3.0);  // ~0.05-0.15 s alone; generous for a loaded machine
+  CHECK(blas_threads() == threads);
+}
+
+TEST_CASE("sgemm records, runs the chosen engine, and the replay uses it too", "[gemm]") {
+  const std::string description = gemm_engine_description();
+  INFO(description);
+  CHECK(description.rfind(gemm_engine_name(gemm_engine()), 0) == 0);
+  std::mt19937 gen(3);
+  Case c;
+  c.ta = true, c.m = 20, c.n = 30, c.k = 40;
+  const Operands o = make_operands(c, gen);
+  GemmRecorder rec;
+  std::vector<float> out = o.c0;
+  {
+    GemmRecordScope scope(rec);
+    sgemm(c.ta, c.tb, c.m, c.n, c.k, c.alpha, o.a.data(), c.lda(), o.b.data(), c.ldb(), c.beta, out.data(), c.ldc());
+  }
+  REQUIRE(rec.calls().size() == 1);
+  CHECK(rec.calls().begin()->first.m == 20);
+  CHECK(rec.total_flops() == 2.0 * 20 * 30 * 40);
+  const std::vector<float> direct = run(gemm_engine(), c, o);
+  CHECK(std::memcmp(out.data(), direct.data(), out.size() * sizeof(float)) == 0);
+  GemmReplay replay(rec);
+  CHECK(replay.engine() == gemm_engine());
+  CHECK(replay.run_round() >= 0.0);
+}
