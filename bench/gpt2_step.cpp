@@ -1,7 +1,7 @@
 // gpt2_step: one process training GPT-2 on random tokens, timed by phase, for the speed
 // benchmark (bench/gpt2_speed.sh) and for profiling. The model, loss, Adam and GEMM
 // measurement are the project's own (make_model, Adam via make_optimizer,
-// record_step_gemms + benchmark_gemm_calls from optim/local_trainer.h); only the data
+// record_step_gemms + benchmark_gemm_calls from train/local_trainer.h); only the data
 // is synthetic, so the figure is the model's and optimizer's cost.
 //
 // Terms:
@@ -38,8 +38,8 @@
 #include "models/gpt2.h"
 #include "models/huge_pages.h"
 #include "models/models.h"
-#include "optim/local_trainer.h"
 #include "optim/optimizer.h"
+#include "train/local_trainer.h"
 
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;

@@ -9,7 +9,7 @@ foreach(t dpt_backend_mpi dpt_backend_nccl)  # where this build has them
     list(APPEND _dpt_targets ${t})
   endif()
 endforeach()
-foreach(t dpt_models dpt_data dpt_optim dpt_local_trainer dpt_train)
+foreach(t dpt_models dpt_data dpt_optim dpt_parallel dpt_precision dpt_ddp dpt_zero dpt_train)
   if(TARGET ${t})
     list(APPEND _dpt_targets ${t})
   endif()
@@ -23,7 +23,7 @@ foreach(p launch demo comm_bench train train_local zero_consolidate tokenize gen
     install(TARGETS ${p} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
 endforeach()
-foreach(dir comm backends models data optim)
+foreach(dir comm backends models data optim parallel train)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dpt/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

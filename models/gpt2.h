@@ -63,7 +63,7 @@ int64_t gpt2_largest_layer_params(const ModelConfig& cfg);
 // 124M at b4 s64, b4 s256, b8 s64 and 774M at b4 s64 (within 0.8% of each), and checked
 // on 355M at b2 s128 (1251 MiB estimated, 1256 measured). Korthikanti et al.'s (2022)
 // minimum for a block is 34 s b h + 5 a s^2 b bytes in 16 bits, i.e. 17 s b h floats:
-// this one holds 2.6x that. Used to refuse a job that will not fit (optim/memory_check.h).
+// this one holds 2.6x that. Used to refuse a job that will not fit (train/memory_check.h).
 double gpt2_activation_bytes(const ModelConfig& cfg, int64_t batch);
 
 }  // namespace dpt

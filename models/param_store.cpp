@@ -67,7 +67,7 @@ void ParamStore::finalize() {
   keep_begin_ = 0;
   keep_end_ = total_;
   if (sharded()) {
-    // ZeRO's cut (optim/zero_layout.h), clipped to the real elements.
+    // ZeRO's cut (parallel/shard_layout.h), clipped to the real elements.
     const size_t s = (total_ + size_t(shard_world_) - 1) / size_t(shard_world_);
     keep_begin_ = std::min(total_, size_t(shard_rank_) * s);
     keep_end_ = std::min(total_, keep_begin_ + s);

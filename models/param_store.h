@@ -24,7 +24,7 @@
 //
 // Sharded build (ZeRO-3): with set_resident_shard(r, N) before finalize(), the store
 // keeps only rank r's shard of the flat parameter buffer resident, cut as ZeRO cuts it
-// (optim/zero_layout.h: S = ceil(P / N), rank r owns [r*S, (r+1)*S)). Each parameter is
+// (parallel/shard_layout.h: S = ceil(P / N), rank r owns [r*S, (r+1)*S)). Each parameter is
 // still written whole (initialised, loaded), then *sealed*: its CRC-32 is recorded and
 // its elements outside the shard are released (models/page_memory.h), so a rank never
 // holds more than its shard plus the one parameter being written, instead of the whole

@@ -22,12 +22,12 @@
 #include <string>
 
 #include "backends/registry.h"
-#include "tools/train/elastic_setup.h"
 #include "models/checkpoint.h"
-#include "optim/dist_trainer.h"
-#include "tools/gpt2_flags.h"
 #include "tools/doc_flags.h"
+#include "tools/gpt2_flags.h"
 #include "tools/image_flags.h"
+#include "tools/train/elastic_setup.h"
+#include "train/dist_trainer.h"
 
 namespace po = boost::program_options;
 using dpt::DistTrainConfig;

@@ -18,10 +18,10 @@
 #include <iostream>
 #include <string>
 
-#include "optim/local_trainer.h"
-#include "tools/gpt2_flags.h"
 #include "tools/doc_flags.h"
+#include "tools/gpt2_flags.h"
 #include "tools/image_flags.h"
+#include "train/local_trainer.h"
 
 namespace po = boost::program_options;
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "models/checkpoint.h"
-#include "optim/zero_checkpoint.h"
+#include "parallel/optimizer_shards.h"
 
 namespace fs = std::filesystem;
 

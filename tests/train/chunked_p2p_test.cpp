@@ -1,11 +1,11 @@
-// Chunked point-to-point (optim/chunked_p2p.h), as N ranks in a ring: each rank sends
+// Chunked point-to-point (parallel/chunked_p2p.h), as N ranks in a ring: each rank sends
 // 2.5 chunks' worth of floats (160 MB) to the next and receives from the previous; the
 // values must arrive whole and in place. Registered with COMM_MAX_FRAME_BYTES at one
 // chunk (64 MiB), under which one unchunked message of that size is refused (checked
 // here too, so the test fails if chunking stops splitting).
 #include <numeric>
 
-#include "optim/chunked_p2p.h"
+#include "parallel/chunked_p2p.h"
 #include "tests/support/dist_test.h"
 
 using namespace dpt;

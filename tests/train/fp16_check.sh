@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fp16 mixed precision with the dynamic loss scaler (issue 18; optim/loss_scaler.h), one
+# fp16 mixed precision with the dynamic loss scaler (issue 18; parallel/precision/loss_scaler.h), one
 # scenario per invocation:   fp16_check.sh <bin dir> <scenario> [N]
 #   skip     an inf injected into rank 1's synchronized gradient in step 5 (DDP: its copy of
 #            the average; ZeRO-2: its own shard, which no other rank sees) makes every rank

@@ -8,8 +8,9 @@
 
 #include "models/models.h"
 #include "optim/optimizer.h"
-#include "optim/parallel_strategy.h"
+#include "parallel/parallel_strategy.h"
 #include "tests/support/dist_test.h"
+#include "train/make_strategy.h"
 
 using namespace dpt;
 

@@ -8,7 +8,7 @@
 #include "data/make_dataset.h"
 #include "models/checkpoint.h"
 #include "models/models.h"
-#include "optim/local_trainer.h"
+#include "train/local_trainer.h"
 
 using namespace dpt;
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "comm/half.h"
-#include "optim/master_weights.h"
-#include "optim/wire16.h"
+#include "parallel/precision/master_weights.h"
+#include "parallel/precision/wire16.h"
 
 namespace {
 

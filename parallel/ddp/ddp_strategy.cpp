@@ -1,0 +1,124 @@
+#include "parallel/ddp/ddp_strategy.h"
+
+#include "comm/store/elastic_membership.h"
+#include "models/checkpoint.h"
+#include "optim/clip_grad.h"
+#include "parallel/precision/wire16.h"
+
+namespace dpt {
+
+DdpStrategy::DdpStrategy(Module& model, Communicator& comm, const StrategyConfig& config,
+                         const OptimizerFactory& make_optimizer)
+    : ParallelStrategy(model, comm), sync_(model, comm, config.ddp) {
+  if (model.store().sharded())
+    throw std::logic_error("DDP: the model was built sharded (only ZeRO-3 keeps a shard of the parameters)");
+  optimizer_ = make_optimizer(model.num_params());
+  if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
+}
+
+void DdpStrategy::broadcast_parameters() {
+  broadcast_verified(*comm_, model_.flat_params(), "DDP");
+  // Every rank holds rank 0's full-precision values: they become the master.
+  if (master_) master_->adopt(model_.flat_params());
+}
+
+void DdpStrategy::set_communicator(Communicator& comm) {
+  sync_.set_communicator(comm);
+  comm_ = &comm;
+}
+
+void DdpStrategy::clip_grad_norm(float max_norm) {
+  // Every rank holds the whole averaged gradient: the local norm is the global one.
+  dpt::clip_grad_norm(model_.flat_grads(), max_norm);
+}
+
+void DdpStrategy::step(float lr) {
+  if (master_) master_->step(*optimizer_, model_.flat_params(), model_.flat_grads(), lr);
+  else optimizer_->step(model_.flat_params(), model_.flat_grads(), lr);
+}
+
+void DdpStrategy::expose_full_parameters() {
+  if (master_) master_->expose(model_.flat_params());
+}
+
+void DdpStrategy::restore_working_parameters() {
+  // Rounding the exposed masters gives exactly the working values back.
+  if (master_) master_->round_working(model_.flat_params());
+}
+
+void DdpStrategy::save_optimizer_state(const std::string& model_path) {
+  if (comm_->rank() != 0) return;  // the replicas are identical
+  std::vector<NamedTensorView> state;
+  for (auto& [name, span] : optimizer_->state_buffers()) state.push_back({name, {int64_t(span.size())}, span});
+  save_safetensors(sidecar_path(model_path, "optim"), state,
+                   {{"optimizer", optimizer_->name()}, {"step_count", std::to_string(optimizer_->step_count())}});
+}
+
+namespace {
+// DDP's carried state: every rank holds everything, so the optimizer state by name and
+// its step count (the parameters stay in the model, at full precision: the masters are
+// exposed before leaving).
+struct DdpCarried : CarriedState {
+  std::vector<std::pair<std::string, std::vector<float>>> optimizer;
+  int64_t optimizer_steps = 0;
+};
+}  // namespace
+
+CarriedStatePtr DdpStrategy::carry_out() {
+  auto s = std::make_shared<DdpCarried>();
+  expose_full_parameters();  // the masters travel in the model's buffer
+  for (auto& [name, span] : optimizer_->state_buffers()) s->optimizer.emplace_back(name, std::vector<float>(span.begin(), span.end()));
+  s->optimizer_steps = optimizer_->step_count();
+  return s;
+}
+
+void DdpStrategy::carry_in(const CarriedStatePtr& state) {
+  const auto* carried = dynamic_cast<const DdpCarried*>(state.get());
+  if (!carried) throw std::logic_error("DDP: the carried state is not DDP's (another strategy's, or none)");
+  for (auto& [name, span] : optimizer_->state_buffers())
+    for (auto& [carried_name, values] : carried->optimizer)
+      if (carried_name == name && values.size() == span.size()) std::copy(values.begin(), values.end(), span.begin());
+  optimizer_->set_step_count(carried->optimizer_steps);
+}
+
+void DdpStrategy::adopt_state_from(int root) {
+  // Full-precision parameters (carry_out exposed the masters), then every state buffer
+  // and the step count, all from root; the masters are re-adopted from them.
+  broadcast_verified(*comm_, model_.flat_params(), "DDP", root);
+  for (auto& [name, span] : optimizer_->state_buffers())
+    comm_->broadcast(Buffer{span.data(), span.size(), DType::f32, {}}, root);
+  int64_t steps = optimizer_->step_count();
+  comm_->broadcast(make_buffer(&steps, 1), root);
+  optimizer_->set_step_count(steps);
+  if (master_) master_->adopt(model_.flat_params());
+}
+
+ElasticProgress DdpStrategy::adopt_group_state(const GroupChange& change) {
+  // Every member's progress; the source is the most advanced (lowest rank on a tie). A
+  // survivor that finished the failed step holds it after that step: it counted every
+  // rank's gradients, so the group goes on from there and nobody redoes it.
+  const int n = comm_->size();
+  int64_t mine[3] = {change.mine.step, int64_t(change.mine.epoch), int64_t(change.mine.position)};
+  std::vector<int64_t> all(size_t(3 * n));
+  comm_->allgather(make_buffer(mine, 3), make_buffer(all.data(), all.size()));
+  int root = 0;
+  for (int r = 1; r < n; ++r)
+    if (all[size_t(3 * r)] > all[size_t(3 * root)]) root = r;
+  if (all[size_t(3 * root)] < 0) throw ElasticError("elastic: no member of the new group holds any training state");
+  adopt_state_from(root);
+  return {all[size_t(3 * root)], int(all[size_t(3 * root + 1)]), size_t(all[size_t(3 * root + 2)])};
+}
+
+ModelStateBytes DdpStrategy::memory_bytes() const {
+  ModelStateBytes m;
+  m.stage = 0;
+  m.world = comm_->size();
+  m.numel = model_.num_params();
+  m.params = m.params_allocated = model_.store().param_bytes();
+  m.grads = m.grads_allocated = model_.store().grad_bytes();
+  count_optimizer_state(m, master_ ? master_->bytes() : 0);
+  m.comm = sync_.comm_buffer_bytes();
+  return m;
+}
+
+}  // namespace dpt

@@ -1,0 +1,76 @@
+#include "parallel/parallel_strategy.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "parallel/optimizer_shards.h"
+
+namespace dpt {
+
+namespace {
+// Ranks (by number) whose value differs from rank `root`'s; one allgather.
+std::string ranks_differing(Communicator& comm, uint64_t mine, int root) {
+  std::vector<uint64_t> all(size_t(comm.size()));
+  comm.allgather(make_buffer(reinterpret_cast<int64_t*>(&mine), 1),
+                 make_buffer(reinterpret_cast<int64_t*>(all.data()), all.size()));
+  std::string bad;
+  for (int r = 0; r < comm.size(); ++r)
+    if (all[size_t(r)] != all[size_t(root)]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+  return bad;
+}
+}  // namespace
+
+void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root) {
+  comm.broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, root);
+  const auto* p = reinterpret_cast<const unsigned char*>(params.data());
+  uint64_t mine = 1469598103934665603ull;  // FNV-1a
+  for (size_t i = 0; i < params.size_bytes(); ++i) mine = (mine ^ p[i]) * 1099511628211ull;
+  const std::string bad = ranks_differing(comm, mine, root);
+  if (!bad.empty())
+    throw std::runtime_error(who + ": after broadcasting rank " + std::to_string(root) + "'s parameters, ranks [" + bad +
+                             "] hold different bytes (checksum mismatch)");
+}
+
+void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std::string& who) {
+  const std::string bad = ranks_differing(comm, fingerprint, 0);
+  if (!bad.empty())
+    throw std::runtime_error(who + ": ranks [" + bad + "] built different parameters from rank 0's (fingerprint " +
+                             "mismatch: a different --seed, --init-from or --resume file on those ranks?)");
+}
+
+void ParallelStrategy::broadcast_buffers() {
+  auto b = model_.flat_buffers();
+  if (!b.empty()) comm_->broadcast(Buffer{b.data(), b.size(), DType::f32, {}}, 0);
+}
+
+void ParallelStrategy::load_optimizer_state(const std::string& model_path) {
+  // The overlapping slices of whatever the checkpoint holds: one full file (DDP, or
+  // consolidated) or the shard files of a ZeRO run at any world size.
+  const OptimizerRange r = optimizer_range();
+  load_optimizer_range(model_path, *optimizer_, r.offset, r.count);
+}
+
+CarriedStatePtr ParallelStrategy::carry_out() {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
+}
+
+void ParallelStrategy::carry_in(const CarriedStatePtr&) {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
+}
+
+ElasticProgress ParallelStrategy::adopt_group_state(const GroupChange&) {
+  throw std::logic_error(name() + ": elastic re-forming is not supported by this strategy");
+}
+
+void ParallelStrategy::count_optimizer_state(ModelStateBytes& m, size_t master_bytes) const {
+  size_t state = 0;
+  for (auto& [name, span] : optimizer_->state_buffers()) state += span.size_bytes();
+  // Mixed precision: the fp32 master belongs to the optimizer state (the ZeRO paper's
+  // K = 12 for mixed-precision Adam).
+  m.master = master_bytes;
+  state += master_bytes;
+  m.optimizer = state;
+  m.state_per_param = double(state) / double(std::max<size_t>(1, optimizer_->numel()));
+}
+
+}  // namespace dpt

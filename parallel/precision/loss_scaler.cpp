@@ -1,0 +1,42 @@
+#include "parallel/precision/loss_scaler.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace dpt {
+
+LossScaler::LossScaler(const LossScalerConfig& config) : config_(config) {
+  if (!(config.init_scale > 0) || !std::isfinite(config.init_scale))
+    throw std::invalid_argument("--loss-scale-init must be a finite number > 0, got " + std::to_string(config.init_scale));
+  if (config.growth_interval < 1)
+    throw std::invalid_argument("--loss-scale-window must be at least 1, got " + std::to_string(config.growth_interval));
+  state_.scale = config.init_scale;
+}
+
+bool LossScaler::unscale_and_check(std::span<float> grads, Communicator& comm) const {
+  // GradScaler: inv_scale = float(1 / double(scale)); grads *= inv_scale.
+  const float inv = static_cast<float>(1.0 / double(state_.scale));
+  int32_t bad = 0;
+  for (float& g : grads) {
+    g *= inv;
+    bad |= std::isfinite(g) ? 0 : 1;
+  }
+  comm.allreduce(make_buffer(&bad, 1), ReduceOp::max);
+  return bad != 0;
+}
+
+void LossScaler::update(bool found_inf) {
+  if (found_inf) {
+    state_.scale *= config_.backoff_factor;
+    state_.growth_tracker = 0;
+    ++state_.skipped_steps;
+    return;
+  }
+  if (++state_.growth_tracker == config_.growth_interval) {
+    state_.scale *= config_.growth_factor;
+    state_.growth_tracker = 0;
+  }
+}
+
+}  // namespace dpt

@@ -1,0 +1,35 @@
+#pragma once
+// What a data-parallel strategy is made from: the stage, the gradient buckets and their
+// wire format, the working precision, and how to build the optimizer over what the
+// strategy owns. Shared by every strategy (ddp/, zero/) and by the trainer that picks one.
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "comm/types.h"
+#include "optim/optimizer.h"
+
+namespace dpt {
+
+// Gradient buckets (bucket_plan.h) and how they travel: DDP's allreduce and ZeRO's
+// reduces cut and launch them alike.
+struct DdpConfig {
+  size_t bucket_bytes = 25u << 20;
+  size_t first_bucket_bytes = 1u << 20;
+  bool overlap = true;
+  DType wire = DType::f32;  // f32 (none), bf16 or f16
+  // A model on CUDA with an f32 wire: reduce device buckets even where the backend
+  // stages them (the path before host reduction was chosen; kept for measurements).
+  bool force_device_buckets = false;
+};
+
+// Builds the optimizer for `numel` elements (the strategy decides how many it owns).
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(size_t numel)>;
+
+struct StrategyConfig {
+  int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
+  DdpConfig ddp;                 // buckets, overlap, gradient wire dtype
+  DType precision = DType::f32;  // f32, or bf16/f16: 16-bit working weights, fp32 masters
+};
+
+}  // namespace dpt

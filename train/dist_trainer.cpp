@@ -1,0 +1,443 @@
+#include "train/dist_trainer.h"
+#include "train/make_strategy.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "comm/device/device_runtime.h"
+#include "comm/device/staging.h"
+#include "comm/launch_env.h"
+#include "data/loader.h"
+#include "data/make_dataset.h"
+#include "data/sampler.h"
+#include "models/checkpoint.h"
+#include "models/gpt2.h"
+#include "models/models.h"
+#include "train/memory_check.h"
+
+namespace dpt {
+namespace fs = std::filesystem;
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+PcieBytes pcie_so_far(const Module& model) {
+  const device::StagedBytes staged = device::staged_bytes();
+  ParamStore& store = const_cast<Module&>(model).store();
+  return {store.downloaded_bytes() + staged.to_host, store.uploaded_bytes() + staged.to_device};
+}
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// ZeRO-3 builds only this rank's shard of the parameters (param_store.h), so no rank
+// ever holds the whole model; not under --elastic, where a re-formed group of another
+// size needs the whole model on every rank (dist_trainer_elastic.cpp).
+bool builds_sharded(const DistTrainConfig& c) { return c.parallel.zero_stage == 3 && !c.elastic; }
+
+// What the job will hold per rank (memory_check.h): gpt2 from its shape (`built` may be
+// null), any other model from the built one (no activation estimate: they are small).
+MemoryNeed memory_need(const DistTrainConfig& c, const Module* built) {
+  MemoryNeed n;
+  n.sharded_build = builds_sharded(c);
+  n.state_per_param = optimizer_state_per_param(c.optimizer, c.optimizer_config.momentum, c.parallel.precision != DType::f32);  // bf16/fp16: fp32 masters too
+  if (c.model == "gpt2") {
+    n.params = double(gpt2_param_count(c.model_config));
+    n.largest_layer = double(gpt2_largest_layer_params(c.model_config));
+    // An evaluation forward larger than the training batch holds (part of) its own.
+    n.activation_bytes = gpt2_activation_bytes(c.model_config, int64_t(std::max(c.batch_size, c.eval_batch_size)));
+  } else {
+    n.params = double(built->num_params());
+    for (const ParamInfo& p : built->param_infos()) n.largest_layer = std::max(n.largest_layer, double(p.numel));
+  }
+  return n;
+}
+
+}  // namespace
+
+DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(std::move(config)), comm_(&comm) {
+  if (config_.grad_accum < 1) throw std::invalid_argument("--grad-accum must be at least 1");
+  if (config_.batch_size < 1) throw std::invalid_argument("--batch-size must be at least 1");
+  if (config_.device != "cpu" && config_.device != "cuda")
+    throw std::invalid_argument("--device '" + config_.device + "': valid are cpu, cuda");
+  // Refuse, before the big allocations, a job this host cannot hold (memory_check.h).
+  // gpt2's footprint follows from its shape: checked before anything is loaded or built.
+  auto check_memory = [&] {
+    if (config_.memory_check)
+      check_memory_fits(comm, memory_need(config_, model_.get()), config_.parallel.zero_stage,
+                        detect_launch().local_size, !config_.elastic_join);
+  };
+  if (config_.model == "gpt2") check_memory();
+  std::string ds = config_.dataset.empty() ? default_dataset(config_.model) : config_.dataset;
+  if (ds == "synthetic") ds = config_.model == "toy" ? "synthetic-regression" : "synthetic-classification";
+  DatasetOptions opts;
+  opts.path = config_.data_dir;
+  opts.jsonl_field = config_.jsonl_field;
+  opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
+  opts.image = config_.image;
+  train_ = make_dataset(ds, Split::train, opts);
+  opts.image.augment = Augment::none;  // held-out data is never augmented
+  test_ = make_dataset(ds, Split::test, opts);
+  token_mean_ = train_->has_ignored_targets();
+  // The model's input channels and image size come from the data (as in train_local).
+  adapt_model_to_images(*train_, config_.model_config);
+  ModelConfig model_config = config_.model_config;
+  if (builds_sharded(config_)) {
+    model_config.resident_rank = comm.rank();
+    model_config.resident_world = comm.size();
+  }
+  model_ = make_model(config_.model, model_config);
+  if (config_.model != "gpt2") check_memory();  // the other models are small: measured once built
+  // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
+  if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
+  if (config_.parallel.precision == DType::f16) {
+    // fp16 activations and gradients (emulated on the CPU: overflow and underflow are
+    // real); the strategy keeps fp16 working weights and fp32 masters.
+    model_->set_compute_precision(ComputePrecision::kF16);
+    scaler_ = std::make_unique<LossScaler>(config_.loss_scaler);
+  }
+  if (config_.sync_bn) {
+    sync_bn_ = std::make_unique<CommBatchStatsReducer>(*comm_);
+    model_->set_batch_stats_reducer(sync_bn_.get());
+  }
+  if (config_.lr_schedule == "cosine") {
+    // The cosine reaches its floor at the end of the run: steps, or all epochs' steps.
+    const size_t n = size_t(comm.size());
+    const int64_t per_epoch = int64_t((train_->size() + n - 1) / n + config_.batch_size - 1) /
+                              int64_t(config_.batch_size) / config_.grad_accum;
+    config_.lr_config.total_steps = config_.steps > 0 ? config_.steps : std::max<int64_t>(1, per_epoch * config_.epochs);
+  }
+  schedule_ = make_lr_schedule(config_.lr_schedule, config_.lr_config);
+  // The strategy builds the optimizer for the elements it owns (all of them in DDP,
+  // this rank's shard in ZeRO).
+  strategy_ = make_strategy(config_.parallel, *model_, *comm_, [this](size_t numel) {
+    return make_optimizer(config_.optimizer, config_.optimizer_config, numel);
+  });
+  if (config_.elastic_join) return;  // the members' state arrives in run() (sync_state)
+  if (config_.resume && !load_latest_checkpoint())
+    throw std::runtime_error("--resume: no checkpoint found in '" + config_.checkpoint_dir + "'");
+  // Every rank starts from rank 0's parameters, verified by checksum (after a resume
+  // too: a rank that read a different file is caught here), and its buffers (PyTorch DDP
+  // syncs the module states at construction whatever broadcast_buffers says).
+  strategy_->broadcast_parameters();
+  strategy_->broadcast_buffers();
+}
+
+ModelStateBytes DistTrainer::memory_bytes() const {
+  ModelStateBytes m = strategy_->memory_bytes();
+  if (config_.model == "gpt2") {
+    const MemoryNeed n = memory_need(config_, model_.get());
+    m.activations_estimate = n.activation_bytes;
+    m.planned = rank_bytes(n, config_.parallel.zero_stage, comm_->size());
+  }
+  return m;
+}
+
+DistTrainer::~DistTrainer() {
+  // The strategy may hold work in flight on owned_comm_: it settles first.
+  strategy_.reset();
+}
+
+void DistTrainer::set_communicator(Communicator& comm) {
+  if (comm.size() != comm_->size() || comm.rank() != comm_->rank())
+    throw std::invalid_argument("backend switch: the new communicator has rank " + std::to_string(comm.rank()) + " of " +
+                                std::to_string(comm.size()) + ", the old one " + std::to_string(comm_->rank()) + " of " +
+                                std::to_string(comm_->size()));
+  strategy_->set_communicator(comm);
+  if (sync_bn_) sync_bn_->set_communicator(comm);
+  comm_ = &comm;
+}
+
+// The scheduled backend switch: the strategy and SyncBatchNorm move to the new
+// communicator, and the old one is retired, so anything still holding it fails loudly
+// instead of quietly carrying traffic on the backend the user switched away from.
+void DistTrainer::switch_communicator(const TrainCallbacks& cb) {
+  auto next = make_switch_();
+  Communicator& old = *comm_;
+  set_communicator(*next);
+  const std::string why = "switched to backend " + comm_->backend_name() + " after step " + std::to_string(step_);
+  old.retire(why);
+  const Traffic carried = old.traffic();
+  const bool owned = &old == owned_comm_.get();
+  retired_.push_back({owned ? nullptr : &old, {old.backend_name(), carried, true}});
+  owned_comm_ = std::move(next);  // the previous owned one (if any) is retired: drop it
+  if (cb.on_event)
+    cb.on_event(why + " (" + old.backend_name() + " retired after carrying " + std::to_string(carried.bytes_sent) +
+                " bytes sent, " + std::to_string(carried.bytes_received) + " received)");
+}
+
+void DistTrainer::schedule_switch(int64_t at_step, std::function<std::unique_ptr<Communicator>()> make) {
+  switch_at_ = at_step;
+  make_switch_ = std::move(make);
+}
+
+EvalResult DistTrainer::evaluate() {
+  // Sharded: rank r takes a contiguous slice of the held-out set; sums are reduced.
+  const size_t total = config_.max_eval_samples ? std::min(config_.max_eval_samples, test_->size()) : test_->size();
+  const size_t n = size_t(comm_->size()), r = size_t(comm_->rank());
+  const size_t lo = total * r / n, hi = total * (r + 1) / n;
+  // PyTorch's DDP forward broadcasts the buffers in evaluation too when the last
+  // training forward synchronised; a no-grad forward then clears the flag. So every
+  // rank's slice is evaluated with rank 0's running statistics.
+  if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
+  buffers_due_ = false;
+  const size_t eval_batch = config_.eval_batch_size ? config_.eval_batch_size
+                           : config_.model == "gpt2"  ? config_.batch_size
+                                                      : kEvalBatch;
+  EvalSums sums = evaluate_slice(*model_, *test_, lo, hi, eval_batch);
+  // Collective forwards (ZeRO-3 gathers every layer): ranks with fewer batches than
+  // the largest slice (ceil(total / n) samples) run throwaway forwards.
+  if (strategy_->collective_forward() && total > 0) {
+    const size_t rounds = ((total + n - 1) / n + eval_batch - 1) / eval_batch;
+    const size_t mine = (hi - lo + eval_batch - 1) / eval_batch;
+    Batch batch;
+    std::vector<size_t> idx(1, 0);
+    for (size_t k = mine; k < rounds; ++k) {
+      test_->fill(idx, batch);
+      model_->forward(model_input(batch), false);
+    }
+  }
+  strategy_->zero_grad();
+  comm_->allreduce(Buffer{sums.data(), EvalSums::kCount, DType::f64, {}}, ReduceOp::sum);
+  return eval_result(sums);
+}
+
+double DistTrainer::global_target_count(const std::vector<Batch>& micro) const {
+  double count = 0;
+  for (const Batch& b : micro) count += double(count_targets(b));
+  comm_->allreduce(Buffer{&count, 1, DType::f64, {}}, ReduceOp::sum);
+  return count;
+}
+
+DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb) {
+  auto phase = [&](const char* what) {
+    if (cb.on_phase) cb.on_phase(step_ + 1, what);
+  };
+  const auto t0 = Clock::now();
+  const PcieBytes pcie0 = pcie_so_far(*model_);
+  // Token mean: world / (global targets), so the strategies' average over the ranks
+  // leaves the gradient of the mean over every target of the global batch.
+  const double targets = token_mean_ ? global_target_count(micro) : 0;
+  const float token_scale = targets > 0 ? float(double(comm_->size()) / targets) : 0.0f;
+  strategy_->zero_grad();
+  StepLoss out;
+  // fp16: the loss scaler's factor multiplies the gradient (not the reported loss).
+  const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
+  for (int m = 0; m < config_.grad_accum; ++m) {
+    const Batch& b = micro[size_t(m)];
+    const bool sync = m == config_.grad_accum - 1;
+    strategy_->begin_backward(sync);
+    // PyTorch DDP's rule: a training forward broadcasts rank 0's buffers when the
+    // previous one synchronised gradients, i.e. before each step's first micro-step and
+    // not before the later no-sync ones.
+    if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
+    buffers_due_ = sync;
+    phase("forward");
+    model_->forward(model_input(b), true);
+    if (token_mean_) {
+      const LossSum l = model_->loss_sum(model_target(b), token_scale * loss_scale);
+      out.sum += l.sum;
+      out.weight += double(l.count);
+    } else {
+      const float loss = model_->loss(model_target(b), loss_scale / float(config_.grad_accum));
+      out.sum += double(loss) * double(b.n);
+      out.weight += double(b.n);
+    }
+    phase("backward");
+    model_->backward();
+    out.samples += double(b.n);
+  }
+  phase("sync");
+  strategy_->end_backward();
+  if (config_.count_zero_grads) {
+    const auto g = strategy_->owned_grads();
+    t.zero_grads += double(std::count(g.begin(), g.end(), 0.0f));
+    t.grads_seen += double(g.size());
+  }
+  if (comm_->rank() == config_.inject_inf_rank && step_ + 1 == config_.inject_inf_step && !strategy_->owned_grads().empty())
+    strategy_->owned_grads()[0] = std::numeric_limits<float>::infinity();  // test hook
+  // fp16: unscale, and every rank agrees whether any gradient overflowed (GradScaler).
+  const bool skip = scaler_ && scaler_->unscale_and_check(strategy_->owned_grads(), *comm_);
+  if (!skip && config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
+  phase("update");
+  if (skip) strategy_->skip_step();
+  else strategy_->step(lr);
+  if (scaler_) scaler_->update(skip);
+  const CommStats& cs = strategy_->last_stats();
+  const PcieBytes pcie1 = pcie_so_far(*model_);
+  t.pcie.to_host += pcie1.to_host - pcie0.to_host;
+  t.pcie.to_device += pcie1.to_device - pcie0.to_device;
+  ++step_;
+  ++t.steps_run;
+  t.train_time += since(t0);
+  t.samples_done += int64_t(out.samples);
+  t.sum.comm_s += cs.comm_s;
+  t.sum.exposed_s += cs.exposed_s;
+  t.comm_bytes += cs.bytes;
+  return out;
+}
+
+TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
+  Totals t;
+  TrainSummary& sum = t.sum;
+  const auto t_start = Clock::now();
+  std::vector<Batch> micro(size_t(config_.grad_accum));
+  // A process joining a running elastic job takes the members' state first.
+  if (config_.elastic_join) sync_state(false, cb);
+  else elastic_snapshot();  // elastic ZeRO: the start is the first snapshot
+  bool done = config_.steps > 0 && step_ >= config_.steps;
+  bool evaluated_at_end = false;
+  int64_t first_step = step_ + 1;
+  while (epoch_ < config_.epochs && !done) {
+    // The data from (epoch_, position_) for this world: the whole epoch, the rest of
+    // one after a resume, or what is left of it after a membership change.
+    const int n = comm_->size(), r = comm_->rank();
+    DistributedSampler sampler(train_->size(), n, r, config_.shuffle, config_.seed, false);
+    sampler.set_start(std::min(position_, train_->size()));
+    DataLoader loader(*train_, sampler, config_.batch_size, false, 2);
+    loader.reset(uint64_t(epoch_));
+    // Test hook: which samples each completed step used (the loader's own order).
+    std::ofstream sample_log;
+    std::vector<size_t> my_indices;
+    size_t my_used = 0;
+    if (!config_.sample_log.empty()) {
+      sample_log.open(config_.sample_log, std::ios::app);
+      my_indices = sampler.indices();
+    }
+    int64_t consumed = int64_t(position_ / (config_.batch_size * size_t(n)));  // this rank's batches of the epoch
+    bool reformed = false;
+    for (;;) {
+      if (config_.steps > 0 && step_ >= config_.steps) { done = true; break; }
+      if (step_ == switch_at_ && make_switch_) switch_communicator(cb);
+      try {
+        int fetched = 0;
+        const bool starved = r == config_.uneven_rank && consumed >= config_.uneven_batches;
+        if (!starved)
+          for (auto& b : micro) fetched += loader.next(b) ? 1 : 0;
+        // One small allreduce agrees that every rank has a batch (uneven inputs) and,
+        // in an elastic job, whether newcomers wait to join (rank 0 asks the store).
+        int32_t agree[2] = {fetched == config_.grad_accum ? 1 : 0, -int32_t(r == 0 && joiners_waiting())};
+        comm_->allreduce(make_buffer(agree, 2), ReduceOp::min);
+        if (agree[1] < 0) {
+          reform("newcomers are waiting to join", true, cb, t);
+          reformed = true;
+          break;
+        }
+        if (!agree[0]) {
+          // Uneven inputs: some rank is out of data; everyone ends the epoch here.
+          Batch b;
+          int64_t left = fetched;
+          while (!starved && loader.next(b)) ++left;
+          sum.skipped_batches += left;
+          break;
+        }
+        consumed += config_.grad_accum;
+
+        // ---- one step: micro-steps of forward/backward, gradient sync, update ----
+        const float lr = schedule_->lr(step_);
+        const StepLoss step_loss = train_step(micro, t, lr, cb);
+        const double samples = step_loss.samples;
+        const size_t begin = position_;
+        position_ += size_t(samples) * size_t(n);  // every rank consumed as many
+        if (sample_log.is_open()) {
+          sample_log << step_ << " " << n << " " << r;
+          for (size_t i = 0; i < size_t(samples); ++i) sample_log << " " << my_indices[my_used + i];
+          sample_log << "\n" << std::flush;
+          my_used += size_t(samples);
+        }
+        const CommStats& cs = strategy_->last_stats();
+        // The first step this group runs is logged too; the decision must be the same on
+        // every rank (a newcomer's own count of steps would differ from the members').
+        const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || step_ == first_step);
+        if (log_now) {
+          double ls[2] = {step_loss.sum, step_loss.weight};  // mean over all ranks' samples (or target tokens)
+          comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
+          StepLog l{step_,    epoch_,   ls[0] / ls[1], lr, double(t.samples_done) * n / std::max(t.train_time, 1e-9),
+                    cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_,
+                    scaler_ ? scaler_->scale() : 0.0f, scaler_ ? scaler_->state().skipped_steps : 0};
+          sum.last_loss = l.loss;
+          if (cb.on_log) cb.on_log(l);
+        }
+        if (!config_.checkpoint_dir.empty() && config_.save_every > 0 && step_ % config_.save_every == 0)
+          save_checkpoint(step_, epoch_, consumed);
+        if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && cb.on_eval) cb.on_eval(step_, evaluate());
+        if (elastic_ && config_.elastic_snapshot_every > 0 && step_ % config_.elastic_snapshot_every == 0) elastic_snapshot();
+      } catch (const CommError& e) {
+        // A dead or hung peer. Elastic: the survivors re-form and go on; otherwise the
+        // run ends with the error (a usage error or a mismatch is never a failure to ride out).
+        if (!elastic_ || dynamic_cast<const UsageError*>(&e) || dynamic_cast<const MismatchError*>(&e)) throw;
+        reform(e.what(), false, cb, t);
+        reformed = true;
+        break;
+      }
+      if (config_.exit_after_step > 0 && step_ == config_.exit_after_step)
+        throw SimulatedCrash(step_);  // the tool turns this into an abrupt death
+    }
+    if (reformed) {  // the data again from (epoch_, position_), on the new group
+      first_step = step_ + 1;
+      continue;
+    }
+    if (config_.eval_every == 0 && !done) {
+      sum.eval = evaluate();
+      evaluated_at_end = true;
+      if (cb.on_eval) cb.on_eval(step_, sum.eval);
+    } else {
+      evaluated_at_end = false;
+    }
+    if (!done) {
+      ++epoch_;
+      position_ = 0;
+    }
+  }
+  strategy_->settle();
+  if (!evaluated_at_end) {
+    sum.eval = evaluate();
+    if (cb.on_eval) cb.on_eval(step_, sum.eval);
+  }
+  if (!config_.checkpoint_dir.empty() || !config_.state_dump.empty()) {
+    // Rank 0 writes the model; the test hook's dumps need every rank's.
+    if (config_.state_dump.empty()) strategy_->expose_full_parameters_on(0);
+    else strategy_->expose_full_parameters();
+    if (comm_->rank() == 0 && !config_.checkpoint_dir.empty()) {
+      fs::create_directories(config_.checkpoint_dir);
+      write_model_file(config_.checkpoint_dir, {{"step", std::to_string(step_)}});
+    }
+    if (!config_.state_dump.empty())  // test hook: each rank's own state, to compare across ranks
+      save_model(config_.state_dump + ".rank" + std::to_string(comm_->rank()) + ".safetensors", *model_,
+                 {{"step", std::to_string(step_)}});
+    strategy_->restore_working_parameters();
+    comm_->barrier();
+  }
+  if (elastic_) elastic_->rendezvous->mark_done();
+  const int n = comm_->size();
+  sum.backend = comm_->backend_name();
+  sum.world_size = n;
+  sum.steps = step_;
+  if (t.grads_seen > 0) {  // over all ranks' owned gradients
+    double z[2] = {t.zero_grads, t.grads_seen};
+    comm_->allreduce(Buffer{z, 2, DType::f64, {}}, ReduceOp::sum);
+    sum.zero_grad_frac = z[0] / z[1];
+  }
+  if (scaler_) {
+    sum.loss_scale = scaler_->scale();
+    sum.skipped_steps = scaler_->state().skipped_steps;
+  }
+  for (const Retired& r : retired_) {
+    BackendTraffic b = r.at_retirement;
+    if (r.live) b.carried = r.live->traffic();
+    sum.traffic.push_back(b);
+  }
+  sum.traffic.push_back({comm_->backend_name(), comm_->traffic(), false});
+  sum.time_s = since(t_start);
+  sum.samples_per_s = double(t.samples_done) * n / std::max(t.train_time, 1e-9);
+  sum.step_s = t.steps_run > 0 ? t.train_time / double(t.steps_run) : 0;
+  sum.comm_bytes_per_step = t.steps_run > 0 ? double(t.comm_bytes) / double(t.steps_run) : 0;
+  if (t.steps_run > 0) sum.pcie_per_step = {t.pcie.to_host / uint64_t(t.steps_run), t.pcie.to_device / uint64_t(t.steps_run)};
+  return sum;
+}
+
+}  // namespace dpt

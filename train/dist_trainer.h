@@ -1,0 +1,289 @@
+#pragma once
+// The distributed training loop behind build/bin/train: one replica per rank, data
+// sharded by DistributedSampler, gradients and parameters synchronized by one
+// ParallelStrategy (DDP or ZeRO-1/2/3, parallel_strategy.h), evaluation sharded and
+// reduced, checkpoints and resume, and the run-time backend switch. A reader can
+// follow one step top to bottom in DistTrainer::run(); nothing in it depends on which
+// strategy runs.
+//
+// Terms:
+//   step         one optimizer update = grad_accum micro-steps of batch_size samples per rank.
+//   global batch batch_size x grad_accum x world size samples per step.
+//   token mean   the loss of a dataset whose batches carry ignored targets (text-docs):
+//                the mean over every target token of the global batch, all ranks and
+//                micro-steps together. The ranks agree the step's target count C with
+//                one allreduce before any backward; each micro-step backpropagates
+//                (world / C) x its loss sum, and the strategy's gradient average
+//                (divide by world) leaves the gradient of the global mean. Other
+//                datasets keep the mean per sample (each micro-batch's mean, weighted
+//                by 1 / grad_accum), which is the same when every sample has as many
+//                targets.
+//   uneven input when some rank runs out of batches first, every rank learns it from a
+//                one-integer allreduce before the step and the epoch ends for all there
+//                (the leftover batches of the longer ranks are skipped and counted).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/store/elastic_membership.h"
+#include "data/dataset.h"
+#include "data/image_transform.h"
+#include "models/model_config.h"
+#include "models/module.h"
+#include "models/safetensors.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "parallel/model_state_memory.h"
+#include "parallel/parallel_strategy.h"
+#include "parallel/precision/loss_scaler.h"
+#include "parallel/strategy_config.h"
+#include "parallel/sync_batch_norm.h"
+#include "train/trainer_common.h"
+
+namespace dpt {
+
+struct DistTrainConfig {
+  std::string model = "mlp";
+  std::string dataset;           // empty: fashion-mnist (mlp, cnn), text (gpt), synthetic (toy)
+  std::string data_dir;
+  std::string jsonl_field;       // text-docs: the documents are this field of JSON lines
+  ModelConfig model_config;
+  int epochs = 1;
+  int64_t steps = 0;             // > 0: stop after this many steps
+  size_t batch_size = 64;        // per rank, per micro-step
+  int grad_accum = 1;
+  std::string optimizer = "sgd";
+  OptimizerConfig optimizer_config;
+  std::string lr_schedule = "constant";
+  LrScheduleConfig lr_config;
+  float clip_norm = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  StrategyConfig parallel;       // ZeRO stage (0: DDP), buckets, overlap, wire, precision
+  std::string device = "cpu";    // cuda: the model computes on GPU LOCAL_RANK mod count (Module::to_cuda)
+  std::string checkpoint_dir;    // non-empty: save here
+  int64_t save_every = 0;        // steps between checkpoints (0: only at the end)
+  bool resume = false;           // continue from checkpoint_dir's latest checkpoint
+  int64_t eval_every = 0;        // steps between evaluations (0: at each epoch end)
+  int64_t log_every = 10;
+  size_t max_eval_samples = 0;
+  // Samples per evaluation forward; 0: kEvalBatch (256), but for gpt2 the per-rank
+  // training batch (its forward keeps layers x seq x width activations per sample:
+  // 256 sequences at once would hold far more than a training step).
+  size_t eval_batch_size = 0;
+  int64_t exit_after_step = 0;   // test hook: die abruptly (as a crash) after this step
+  int uneven_rank = -1;          // test hook: this rank's data ends after uneven_batches
+  int64_t uneven_batches = 0;    //   micro-batches per epoch (uneven inputs)
+  bool elastic = false;          // enable_elastic() will follow: the world may change, so ZeRO-3 builds the whole model
+  bool elastic_join = false;     // elastic: this process joins a running job (state comes from the members)
+  int64_t elastic_snapshot_every = 10;  // elastic ZeRO: steps between neighbour snapshots (K)
+  std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
+  bool memory_check = true;      // refuse, before allocating, a job this host cannot hold (memory_check.h)
+  std::string state_dump;        // test hook: at the end every rank writes its model (parameters at full
+                                 //   precision and buffers) to <state_dump>.rank<r>.safetensors
+  ImageOptions image;            // image datasets: padding (both splits), augmentation (training split)
+  // BatchNorm under data parallelism (docs/resnet.md):
+  bool broadcast_buffers = true; // rank 0's buffers to every rank before each step's first training
+                                 //   forward (PyTorch DDP's broadcast_buffers=True)
+  bool sync_bn = false;          // every BatchNorm is a SyncBatchNorm over the trainer's communicator
+  // parallel.precision f16: the model computes in (emulated) fp16 and a dynamic loss
+  // scaler (loss_scaler.h) scales the loss and skips steps with inf/NaN gradients.
+  LossScalerConfig loss_scaler;
+  bool count_zero_grads = false; // measurement: the fraction of synchronized gradient elements that are
+                                 //   exactly 0 (fp16 without loss scaling: underflow on top of fp32's zeros)
+  int inject_inf_rank = -1;      // test hook: this rank sets one of its synchronized gradients
+  int64_t inject_inf_step = 0;   //   to inf in this step (before the scaler's check)
+};
+
+// Elastic training (train --elastic, docs/elastic.md): when a peer dies the survivors
+// agree on the next generation's membership through the rendezvous store, build its
+// communicator, and go on from the most advanced survivor's state; processes waiting
+// to join are taken in at a step boundary the same way.
+struct ElasticContext {
+  ElasticRendezvous* rendezvous = nullptr;
+  Membership membership;  // this process's current generation
+  // Builds the communicator of a generation this process is a member of.
+  std::function<std::unique_ptr<Communicator>(const Membership&)> make_comm;
+  Millis join_check{1000};  // how often rank 0 asks the store whether someone waits to join
+};
+
+// A membership change, as the log and --metrics-out record it.
+struct MembershipChange {
+  int generation = 0;
+  int world_size = 0;
+  std::vector<std::string> lost;    // ids that left (died, hung, unreachable)
+  int joined = 0;                   // newcomers taken in
+  int64_t resumed_after_step = 0;   // the step the group goes on from
+  int64_t lost_steps = 0;           // completed steps the survivors had to give up
+  double recovery_s = 0;            // from the failure seen here to the new group's state in place
+  std::string reason;
+};
+
+// Thrown after config.exit_after_step steps so a test can kill the run at a known
+// point (the train tool then dies without any cleanup, like a crash).
+struct SimulatedCrash : std::runtime_error {
+  explicit SimulatedCrash(int64_t step) : std::runtime_error("simulated crash after step " + std::to_string(step)) {}
+};
+
+struct StepLog {
+  int64_t step = 0;
+  int epoch = 0;
+  double loss = 0;               // the step's loss over all ranks: per sample, or per target token (token mean)
+  float lr = 0;
+  double samples_per_s = 0;      // global
+  double comm_s = 0, exposed_s = 0;  // of the last step
+  int64_t comm_bytes = 0;        // of the last step (CommStats::bytes)
+  int world_size = 0;
+  size_t sample_begin = 0, sample_end = 0;  // the step's positions in the epoch's order (all ranks)
+  float loss_scale = 0;          // fp16: the loss scale after this step (0: no scaler)
+  int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients so far
+};
+
+// Host<->device bytes of a step on CUDA: the model mirror's parameter uploads and
+// gradient downloads plus what the communicator's staging copied (0 on the CPU).
+struct PcieBytes {
+  uint64_t to_host = 0, to_device = 0;
+};
+
+// Payload one communicator carried over the run (comm/traffic.h): the one in use at the
+// end, and each one a backend switch retired (read at the end: a retired one that the
+// caller still holds shows what it carried after the switch too, which must be nothing).
+struct BackendTraffic {
+  std::string backend;
+  Traffic carried;
+  bool retired = false;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double time_s = 0;
+  double samples_per_s = 0;
+  double comm_s = 0, exposed_s = 0;  // totals over the run
+  int64_t skipped_batches = 0;   // uneven inputs: batches this rank had but could not use
+  EvalResult eval;
+  double last_loss = 0;
+  double step_s = 0;             // mean wall time of one step (forward to parameters updated)
+  double comm_bytes_per_step = 0;  // gradient sync + parameter allgather bytes this rank handed to the communicator, per step
+  std::string backend;           // the communicator in use at the end (after any switch)
+  PcieBytes pcie_per_step;       // mean over the steps run
+  int world_size = 0;            // at the end (elastic: after any membership change)
+  int recoveries = 0;            // elastic: membership changes after a failure
+  int64_t lost_steps = 0;        // elastic: completed steps given up in those
+  double zero_grad_frac = 0;     // count_zero_grads: over every step's owned gradients
+  float loss_scale = 0;          // fp16: at the end (0: no scaler)
+  int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients
+  std::vector<BackendTraffic> traffic;  // retired communicators first, the one in use last
+};
+
+// What run() reports as it goes; every callback fires on every rank (print on rank 0).
+struct TrainCallbacks {
+  std::function<void(const StepLog&)> on_log;
+  std::function<void(int64_t step, const EvalResult&)> on_eval;
+  std::function<void(const std::string&)> on_event;  // e.g. "switched to backend mpi after step 12"
+  std::function<void(const MembershipChange&)> on_membership;  // elastic (every rank of the new group)
+  // Elastic: this rank leaves its generation (every rank that does, with its reason).
+  std::function<void(int generation, const std::string& why)> on_leave;
+  // Test hook: called inside each step at "forward", "backward", "sync" (gradients in
+  // flight, before waiting for them) and "update" (before the optimizer step).
+  std::function<void(int64_t step, const char* phase)> on_phase;
+};
+
+class DistTrainer {
+ public:
+  DistTrainer(DistTrainConfig config, Communicator& comm);
+  ~DistTrainer();
+
+  // Runs the configured epochs/steps.
+  TrainSummary run(const TrainCallbacks& callbacks);
+  EvalResult evaluate();
+  // The backend switch: from now on communicate over `comm` (same ranks, same size).
+  void set_communicator(Communicator& comm);
+  // Schedules a switch once `at_step` steps are done, to a communicator made by `make`.
+  void schedule_switch(int64_t at_step, std::function<std::unique_ptr<Communicator>()> make);
+  // The communicator in use now.
+  Communicator& communicator() const { return *comm_; }
+  // Elastic: from now on a communicator failure re-forms the group instead of ending
+  // the run (only with a strategy that supports it).
+  void enable_elastic(ElasticContext context);
+
+  Module& model() { return *model_; }
+  const Dataset& train_set() const { return *train_; }
+  ParallelStrategy& strategy() { return *strategy_; }
+  size_t num_buckets() const { return strategy_->num_buckets(); }
+  // Model-state bytes of this rank, counted from the buffers (model_state_memory.h).
+  // The strategy's measured bytes, with what the memory check planned (gpt2).
+  ModelStateBytes memory_bytes() const;
+  void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
+  // Rank 0, full parameters exposed: DIR/model.safetensors; for gpt2 in
+  // GPT2LMHeadModel's layout with config.json beside it (save_gpt2_pretrained).
+  void write_model_file(const std::string& dir, const Metadata& metadata) const;
+  std::string final_model_path() const;
+
+ private:
+  // What a run accumulates over its steps (for the summary and the log lines).
+  struct Totals {
+    double train_time = 0;
+    int64_t samples_done = 0, steps_run = 0, comm_bytes = 0;
+    double zero_grads = 0, grads_seen = 0;  // count_zero_grads
+    PcieBytes pcie;
+    TrainSummary sum;
+  };
+  bool load_latest_checkpoint();
+  // One step's loss on this rank: `sum` over `weight` (samples, or target tokens under
+  // the token mean) is its share of the logged mean; `samples` it consumed.
+  struct StepLoss {
+    double sum = 0, weight = 0, samples = 0;
+  };
+  // One optimizer step on the fetched micro-batches.
+  StepLoss train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb);
+  // Collective (token mean): the step's target tokens over all ranks and micro-batches.
+  double global_target_count(const std::vector<Batch>& micro) const;
+  // Elastic (dist_trainer_elastic.cpp): leaves the failed (or, planned, the current)
+  // communicator, forms the next generation and continues from its state.
+  void reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t);
+  // Collective on a new generation's communicator: every member takes the group's state
+  // (ParallelStrategy::adopt_group_state; the last checkpoint when it cannot be had).
+  // Returns the completed steps given up.
+  int64_t sync_state(bool have_state, const TrainCallbacks& cb);
+  // Elastic: the strategy keeps what a later failure needs (every K steps, and at once in
+  // a new group).
+  void elastic_snapshot();
+  bool joiners_waiting();
+
+  DistTrainConfig config_;
+  Communicator* comm_;
+  std::unique_ptr<Module> model_;
+  std::unique_ptr<Dataset> train_, test_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<ParallelStrategy> strategy_;
+  bool token_mean_ = false;      // the loss is the token mean (the dataset has ignored targets)
+  std::unique_ptr<CommBatchStatsReducer> sync_bn_;  // --sync-bn
+  std::unique_ptr<LossScaler> scaler_;              // --precision fp16
+  // PyTorch's require_forward_param_sync: the last forward was a training forward of a
+  // synchronising micro-step, so the next forward (training or evaluation) broadcasts
+  // the buffers first.
+  bool buffers_due_ = true;
+  int64_t step_ = 0;
+  int epoch_ = 0;
+  size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/sampler.h)
+  int64_t switch_at_ = -1;
+  std::function<std::unique_ptr<Communicator>()> make_switch_;
+  std::unique_ptr<Communicator> owned_comm_;
+  // Communicators a switch retired: the caller's first one is read live at the end (it
+  // outlives the trainer); one the trainer owned is gone, so its count at retirement.
+  struct Retired {
+    const Communicator* live = nullptr;
+    BackendTraffic at_retirement;
+  };
+  std::vector<Retired> retired_;
+  void switch_communicator(const TrainCallbacks& cb);
+  std::unique_ptr<ElasticContext> elastic_;
+  std::chrono::steady_clock::time_point last_join_check_{};
+};
+
+}  // namespace dpt

@@ -1,0 +1,143 @@
+#include "train/dist_trainer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "models/checkpoint.h"
+#include "models/gpt2_weights.h"
+
+// DistTrainer's checkpoints: writing a step's files and `latest`, and resuming.
+namespace dpt {
+namespace fs = std::filesystem;
+
+namespace {
+// A checkpoint's metadata value, or an error naming the file and the key.
+const std::string& required(const Metadata& meta, const std::string& key, const std::string& path) {
+  auto it = meta.find(key);
+  if (it == meta.end()) throw CheckpointError(path, "metadata '" + key + "' is missing (not written by train?)");
+  return it->second;
+}
+
+int64_t required_int(const Metadata& meta, const std::string& key, const std::string& path) {
+  const std::string& v = required(meta, key, path);
+  try {
+    size_t used = 0;
+    const long long x = std::stoll(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw CheckpointError(path, "metadata '" + key + "' is '" + v + "', not an integer");
+}
+
+// Points <dir>/latest at `target` so that it survives a crash or a power loss: write a
+// temporary file, fsync it, rename it over `latest`, fsync the folder. Readers see the
+// old or the new name, never a torn one.
+void write_latest(const fs::path& dir, const std::string& target) {
+  const fs::path tmp = dir / "latest.tmp", dst = dir / "latest";
+  const std::string text = target + "\n";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  fs::rename(tmp, dst);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+}  // namespace
+
+std::string DistTrainer::final_model_path() const {
+  return config_.checkpoint_dir.empty() ? "" : (fs::path(config_.checkpoint_dir) / "model.safetensors").string();
+}
+
+// Layout: <dir>/step_<N>/model.safetensors, the optimizer state beside it (DDP: one
+// model.optim.safetensors written by rank 0, the replicas being identical; ZeRO: one
+// model.optim.shard_<r>.safetensors per rank, optimizer_shards.h), and <dir>/latest
+// naming the newest complete step. Every file is written atomically, and `latest`
+// moves only after a barrier that follows every rank's writes, so a kill during a
+// save leaves the previous checkpoint loadable and `latest` never names a step with a
+// missing file.
+void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done) const {
+  const fs::path dir = fs::path(config_.checkpoint_dir) / ("step_" + std::to_string(step));
+  fs::create_directories(dir);
+  const std::string model_path = (dir / "model.safetensors").string();
+  strategy_->save_optimizer_state(model_path);
+  strategy_->expose_full_parameters_on(0);  // rank 0 writes the model (ZeRO-3: gathers it; mixed precision: the masters)
+  Metadata meta{{"step", std::to_string(step)},
+                {"epoch", std::to_string(epoch)},
+                {"batches_done", std::to_string(batches_done)},
+                {"world_size", std::to_string(comm_->size())},
+                {"zero_stage", std::to_string(strategy_->zero_stage())},
+                {"sample_position", std::to_string(position_)},
+                {"rng_step", std::to_string(model_->rng_step())},
+                {"model", config_.model}};
+  if (scaler_) {  // fp16: the scale as a hexadecimal float (exact), the counters
+    char hex[64];
+    std::snprintf(hex, sizeof hex, "%a", double(scaler_->scale()));
+    meta["loss_scale"] = hex;
+    meta["loss_scale_growth_tracker"] = std::to_string(scaler_->state().growth_tracker);
+    meta["loss_scale_skipped_steps"] = std::to_string(scaler_->state().skipped_steps);
+  }
+  if (comm_->rank() == 0) write_model_file(dir.string(), meta);
+  comm_->barrier();  // every rank's files are in place before `latest` moves
+  if (comm_->rank() == 0) write_latest(config_.checkpoint_dir, dir.filename().string());
+  strategy_->restore_working_parameters();
+  comm_->barrier();
+}
+
+void DistTrainer::write_model_file(const std::string& dir, const Metadata& metadata) const {
+  if (config_.model == "gpt2")
+    save_gpt2_pretrained(dir, model_->param_infos(), model_->flat_params(), config_.model_config, metadata);
+  else
+    save_model((fs::path(dir) / "model.safetensors").string(), *model_, metadata);
+}
+
+bool DistTrainer::load_latest_checkpoint() {
+  const fs::path latest = fs::path(config_.checkpoint_dir) / "latest";
+  std::ifstream f(latest);
+  std::string name;
+  if (!(f >> name)) return false;
+  const std::string model_path = (fs::path(config_.checkpoint_dir) / name / "model.safetensors").string();
+  Metadata meta = load_model(model_path, *model_);
+  // This rank's slice of whatever optimizer files the checkpoint holds (any stage, any
+  // world size).
+  strategy_->load_optimizer_state(model_path);
+  step_ = required_int(meta, "step", model_path);
+  // Dropout's masks continue where they were (written before rng_step was: from 0).
+  if (meta.count("rng_step")) model_->set_rng_step(uint64_t(required_int(meta, "rng_step", model_path)));
+  // fp16: the loss scaler goes on where it stood (a checkpoint without one, e.g. from an
+  // fp32 run, starts the scaler afresh).
+  if (scaler_ && meta.count("loss_scale")) {
+    const std::string& text = meta.at("loss_scale");
+    char* end = nullptr;
+    const double s = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || !(s > 0))
+      throw CheckpointError(model_path, "metadata 'loss_scale' is '" + text + "', not a positive number");
+    scaler_->set_state({float(s), required_int(meta, "loss_scale_growth_tracker", model_path),
+                        required_int(meta, "loss_scale_skipped_steps", model_path)});
+  }
+  epoch_ = int(required_int(meta, "epoch", model_path));
+  // Where the epoch's order stands: exact at any world size (data/sampler.h's start).
+  if (meta.count("sample_position")) {
+    position_ = size_t(required_int(meta, "sample_position", model_path));
+  } else {  // written before sample_position existed: the same world size is assumed
+    position_ = size_t(required_int(meta, "batches_done", model_path)) * config_.batch_size * size_t(comm_->size());
+  }
+  if (position_ > train_->size())
+    throw CheckpointError(model_path, "sample_position " + std::to_string(position_) + " is past the dataset's " +
+                                          std::to_string(train_->size()) + " samples (another dataset?)");
+  return true;
+}
+
+}  // namespace dpt

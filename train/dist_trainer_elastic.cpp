@@ -1,0 +1,140 @@
+// DistTrainer's elastic re-forming (train --elastic, docs/elastic.md).
+//
+// Terms:
+//   failure     a CommError from the group's communicator (a peer's socket closed, a
+//               wait timed out on a hung or unreachable peer) anywhere in a step.
+//   reform      this process abandons the communicator (aborting it, so peers blocked on
+//               it fail at once), arrives in the next generation through the store
+//               (comm/store/elastic_membership.h), builds its communicator, replaces the
+//               strategy by a fresh one over it and takes the group's state. A planned
+//               reform (newcomers waiting) runs the same way at a step boundary.
+//   source      the member with the most completed steps (lowest rank on a tie). Under
+//               DDP every survivor holds the whole state, and one that finished the
+//               failed step holds it after that step: it counted every rank's gradients,
+//               so nothing is lost and nobody redoes it; if none finished it, the step
+//               is redone by the survivors on the samples not yet consumed.
+//   lost steps  completed steps the group gives up: the source's step is the newest any
+//               survivor completed, so 0 under DDP.
+#include <algorithm>
+#include <chrono>
+
+#include "optim/optimizer.h"
+#include "train/dist_trainer.h"
+#include "train/make_strategy.h"
+
+namespace dpt {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+void DistTrainer::enable_elastic(ElasticContext context) {
+  if (!context.rendezvous || !context.make_comm) throw std::invalid_argument("enable_elastic: rendezvous and make_comm are required");
+  elastic_ = std::make_unique<ElasticContext>(std::move(context));
+}
+
+bool DistTrainer::joiners_waiting() {
+  if (!elastic_) return false;
+  const auto now = Clock::now();
+  if (now - last_join_check_ < elastic_->join_check) return false;
+  last_join_check_ = now;
+  const int next = elastic_->membership.generation + 1;
+  return elastic_->rendezvous->arrivals_waiting(next) && comm_->size() < elastic_->rendezvous->limits().max;
+}
+
+void DistTrainer::elastic_snapshot() {
+  if (elastic_) strategy_->elastic_snapshot({step_, epoch_, position_});
+}
+
+int64_t DistTrainer::sync_state(bool have_state, const TrainCallbacks& cb) {
+  const Membership& m = elastic_->membership;
+  GroupChange change;
+  change.old_world = int(m.lost.size() + size_t(std::count_if(m.prev_ranks.begin(), m.prev_ranks.end(), [](int r) { return r >= 0; })));
+  change.old_rank_alive.assign(size_t(change.old_world), false);
+  for (int r : m.prev_ranks)
+    if (r >= 0) change.old_rank_alive[size_t(r)] = true;
+  if (have_state) change.mine = {step_, epoch_, position_};
+  // The newest step any survivor completed, for the lost-steps count.
+  int64_t newest = have_state ? step_ : -1;
+  comm_->allreduce(make_buffer(&newest, 1), ReduceOp::max);
+  ElasticProgress at;
+  try {
+    at = strategy_->adopt_group_state(change);
+  } catch (const ElasticError& e) {
+    // Every member failed alike (the same lost ranks): the last checkpoint on disk, if any.
+    const std::string latest = config_.checkpoint_dir.empty() ? "" : config_.checkpoint_dir + "/latest";
+    if (latest.empty() || !load_latest_checkpoint())
+      throw ElasticError(std::string(e.what()) + ", and there is no checkpoint to fall back to (--checkpoint-dir)");
+    strategy_->broadcast_parameters();
+    if (cb.on_event)
+      cb.on_event(std::string("elastic: ") + e.what() + ": falling back to the checkpoint of step " + std::to_string(step_));
+    elastic_snapshot();
+    return newest - step_;
+  }
+  step_ = at.step;
+  epoch_ = at.epoch;
+  position_ = at.position;
+  elastic_snapshot();  // the old world's snapshots are no use in this one
+  return newest - step_;
+}
+
+void DistTrainer::reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t) {
+  const auto t0 = Clock::now();
+  if (cb.on_leave) cb.on_leave(elastic_->membership.generation, why);
+  // Peers blocked on us fail at once instead of waiting out their timeout. A planned
+  // change keeps the group's current state: a snapshot of it first, on the old group.
+  if (!planned) comm_->abort("elastic: leaving generation " + std::to_string(elastic_->membership.generation) + ": " + why);
+  else elastic_snapshot();
+  // The state leaves the old strategy, which must be gone (it hooks the model) before
+  // the next one is made.
+  const CarriedStatePtr carried = strategy_->carry_out();
+  strategy_.reset();
+  // The parameters too: an attempt that fails halfway through the state broadcast
+  // must not leave the next one with half of them overwritten.
+  const auto params = model_->flat_params();
+  const std::vector<float> kept(params.begin(), params.end());
+  Membership m = elastic_->membership;
+  for (;;) {
+    const int prev_rank = m.rank;
+    m = elastic_->rendezvous->form(m.generation + 1, prev_rank);
+    if (m.excluded())
+      throw ElasticError("elastic: excluded from generation " + std::to_string(m.generation) +
+                         ": the group re-formed without this process (" + elastic_->rendezvous->id() +
+                         "), which it presumed lost");
+    try {
+      std::copy(kept.begin(), kept.end(), params.begin());
+      std::unique_ptr<Communicator> next = elastic_->make_comm(m);
+      strategy_ = make_strategy(config_.parallel, *model_, *next, [this](size_t numel) {
+        return make_optimizer(config_.optimizer, config_.optimizer_config, numel);
+      });
+      strategy_->carry_in(carried);
+      comm_ = next.get();
+      if (sync_bn_) sync_bn_->set_communicator(*comm_);
+      owned_comm_ = std::move(next);  // the failed one (if it was ours) goes
+      elastic_->membership = m;
+      const int64_t lost = sync_state(true, cb);
+      MembershipChange c;
+      c.generation = m.generation;
+      c.world_size = m.size();
+      c.lost = m.lost;
+      c.joined = int(std::count(m.prev_ranks.begin(), m.prev_ranks.end(), -1));
+      c.resumed_after_step = step_;
+      c.lost_steps = lost;
+      c.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      c.reason = why;
+      if (!planned) {
+        ++t.sum.recoveries;
+        t.sum.lost_steps += lost;
+      }
+      if (cb.on_membership) cb.on_membership(c);
+      return;
+    } catch (const CommError& e) {
+      // Someone else failed while the group re-formed: the next generation, again.
+      if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const MismatchError*>(&e)) throw;
+      strategy_.reset();
+      if (owned_comm_ && comm_ == owned_comm_.get()) owned_comm_->abort("elastic: re-forming again: " + std::string(e.what()));
+    }
+  }
+}
+
+}  // namespace dpt
