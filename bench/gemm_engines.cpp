@@ -21,7 +21,11 @@
 //   % peak      GFLOP/s over the fp32 FMA peak at the same thread count (the faster of zmm
 //               and ymm FMAs, best 50 ms window, measured before and after the engines).
 //
-//   gemm_engines [--threads 1,2] [--seconds S] [--shapes record|hand] [--coretypes A,B|none]
+//   bf16        gemm_bf16 (models/gemm.h) on the same shapes: operands converted to bf16 on
+//               every call, fp32 accumulation; its % is of the AMX bf16 peak
+//               (bench/compute_peak.h) where the CPU has AMX.
+//
+//   gemm_engines [--threads 1,2] [--seconds S] [--shapes record|hand] [--coretypes A,B|none] [--no-bf16]
 //   (--seconds: per shape, engine and thread count; default 0.2)
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +37,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -60,7 +65,8 @@ struct Options {
   double seconds = 0.2;
   std::string shapes = "record";
   std::vector<std::string> coretypes{"Prescott", "Haswell", "SkylakeX", "Cooperlake"};
-  std::string child_engine, child_file;  // internal: one engine, shapes from this file
+  std::string child_engine, child_file;  // internal: one engine ("bf16": gemm_bf16), shapes from this file
+  bool bf16 = true;                      // the gemm_bf16 column
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -138,13 +144,16 @@ std::vector<Entry> load_shapes(const std::string& path) {
   return v;
 }
 
-// Best seconds per call of engine e on one shape.
-double time_shape(GemmEngine e, const GemmShape& s, double seconds) {
+// Best seconds per call of engine e (gemm_bf16 when `bf16`) on one shape.
+double time_shape(GemmEngine e, const GemmShape& s, double seconds, bool bf16 = false) {
   std::vector<float> a(static_cast<size_t>(s.trans_a ? s.k : s.m) * s.lda, 0.01f);
   std::vector<float> b(static_cast<size_t>(s.trans_b ? s.n : s.k) * s.ldb, 0.02f);
   std::vector<float> c(static_cast<size_t>(s.m) * s.ldc, 0.0f);
   const float beta = s.accumulate ? 1.0f : 0.0f;
   auto once = [&] {
+    if (bf16)
+      return gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, beta, c.data(),
+                       s.ldc);
     sgemm_with(e, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, beta, c.data(), s.ldc);
   };
   once();  // warm-up: threads, oneDNN's JIT, pages
@@ -190,14 +199,15 @@ double mix_gflops(const std::vector<Entry>& shapes, const std::vector<double>& t
 
 // The child: one engine, alone in its process; machine-readable lines.
 int run_child(const Options& o) {
-  const auto engine = parse_gemm_engine(o.child_engine);
+  const bool bf16 = o.child_engine == "bf16";  // gemm_bf16 (models/gemm.h)
+  const auto engine = bf16 ? std::optional<GemmEngine>(gemm_engine()) : parse_gemm_engine(o.child_engine);
   if (!engine) throw std::invalid_argument("--child: unknown engine " + o.child_engine);
   const auto shapes = load_shapes(o.child_file);
-  std::printf("label %s\n", gemm_engine_label(*engine).c_str());
+  std::printf("label %s\n", bf16 ? bf16_gemm_description().c_str() : gemm_engine_label(*engine).c_str());
   for (int th : o.threads) {
     set_blas_threads(th);
     for (size_t i = 0; i < shapes.size(); ++i)
-      std::printf("t %d %zu %.9g\n", th, i, time_shape(*engine, shapes[i].shape, o.seconds));
+      std::printf("t %d %zu %.9g\n", th, i, time_shape(*engine, shapes[i].shape, o.seconds, bf16));
   }
   std::printf("core %s\n", openblas_core_name().c_str());
   return 0;
@@ -208,11 +218,12 @@ struct Column {
   std::string label, core;    // the child's engine label, OpenBLAS's core there
   Timings timings;
   std::string error;
+  bool amx = false;  // % of the AMX bf16 peak, not the fp32 one
 };
 
 // Runs one engine in a child of this program; `coretype` (if any) goes into its environment.
-Column spawn_child(const std::string& title, GemmEngine engine, const std::string& coretype, const std::string& file,
-                   const Options& o) {
+Column spawn_child(const std::string& title, const std::string& engine, const std::string& coretype,
+                   const std::string& file, const Options& o) {
   Column r;
   r.title = title;
   int fds[2];
@@ -231,8 +242,8 @@ Column spawn_child(const std::string& title, GemmEngine engine, const std::strin
     ::close(fds[1]);
     if (!coretype.empty()) ::setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
     ::unsetenv("OPENBLAS_NUM_THREADS");  // the child sets its threads per run
-    const char* argv[] = {"gemm_engines", "--child",       gemm_engine_name(engine), file.c_str(), "--threads",
-                          threads.c_str(), "--seconds", secs.c_str(),             nullptr};
+    const char* argv[] = {"gemm_engines", "--child",   engine.c_str(), file.c_str(), "--threads",
+                          threads.c_str(), "--seconds", secs.c_str(),   nullptr};
     ::execv("/proc/self/exe", const_cast<char* const*>(argv));
     ::_exit(127);
   }
@@ -297,12 +308,14 @@ Options parse(int argc, char** argv) {
     } else if (a == "--coretypes") {
       const std::string v = value();
       o.coretypes = v == "none" ? std::vector<std::string>{} : split(v);
+    } else if (a == "--no-bf16") {
+      o.bf16 = false;
     } else if (a == "--child") {
       o.child_engine = value();
       o.child_file = value();
     } else if (a == "--help" || a == "-h") {
       std::printf("gemm_engines [--threads 1,%d] [--seconds 0.2] [--shapes record|hand] "
-                  "[--coretypes Prescott,Haswell,SkylakeX,Cooperlake|none]\n", cores);
+                  "[--coretypes Prescott,Haswell,SkylakeX,Cooperlake|none] [--no-bf16]\n", cores);
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown argument " + a + " (--help)");
@@ -340,6 +353,7 @@ int main(int argc, char** argv) try {
   // job on a shared machine can hold a core for a whole measurement).
   std::map<int, double> peak;
   for (int th : o.threads) peak[th] = bench::fp32_peak_gflops(th, 0.5);
+  std::map<int, double> amx;  // the bf16 column's peak
 
   // Every engine, then openblas under each core type this CPU runs, one child each.
   char path[] = "/tmp/gemm_engines_shapes_XXXXXX";
@@ -348,13 +362,21 @@ int main(int argc, char** argv) try {
   ::close(fd);
   save_shapes(shapes, path);
   std::vector<Column> columns;
-  for (GemmEngine e : engines) columns.push_back(spawn_child(gemm_engine_name(e), e, "", path, o));
+  for (GemmEngine e : engines) columns.push_back(spawn_child(gemm_engine_name(e), gemm_engine_name(e), "", path, o));
+  // gemm_bf16: bf16 operands (converted on every call), fp32 accumulation; its % is of
+  // the AMX bf16 peak where the CPU has AMX (else of the fp32 peak: it is emulated there
+  // or runs on AVX512-BF16). Skipped with --no-bf16.
+  const bool amx_peak = bench::peak_supported(bench::Peak::amx_bf16);
+  if (o.bf16) {
+    columns.push_back(spawn_child("bf16", "bf16", "", path, o));
+    columns.back().amx = amx_peak;
+  }
   for (const auto& core : o.coretypes) {
     if (!can_run_core(core)) {
       std::printf("# OPENBLAS_CORETYPE=%s: not run, this CPU lacks its instructions\n", core.c_str());
       continue;
     }
-    columns.push_back(spawn_child("openblas " + core, GemmEngine::openblas, core, path, o));
+    columns.push_back(spawn_child("openblas " + core, "openblas", core, path, o));
     if (columns.back().core != core)
       std::printf("# OPENBLAS_CORETYPE=%s: OpenBLAS ran %s\n", core.c_str(), columns.back().core.c_str());
   }
@@ -362,6 +384,11 @@ int main(int argc, char** argv) try {
   for (int th : o.threads) {
     peak[th] = std::max(peak[th], bench::fp32_peak_gflops(th, 0.5));
     std::printf("# fp32 FMA peak, %d thread%s: %.1f GFLOP/s\n", th, th == 1 ? "" : "s", peak[th]);
+    if (o.bf16 && amx_peak) {
+      amx[th] = bench::peak_gflops(bench::Peak::amx_bf16, th, 0.5);
+      std::printf("# AMX bf16 peak, %d thread%s: %.1f GFLOP/s (the bf16 column's %%)\n", th, th == 1 ? "" : "s",
+                  amx[th]);
+    }
   }
   for (const auto& c : columns) {
     std::printf("# column %-20s %s\n", c.title.c_str(), c.label.c_str());
@@ -393,7 +420,7 @@ int main(int argc, char** argv) try {
       std::string line = buf;
       for (const auto& c : columns) {
         const double t = seconds_of(c, th, i);
-        line += cell(t > 0 ? shapes[i].shape.flops() / t / 1e9 : 0.0, peak[th]);
+        line += cell(t > 0 ? shapes[i].shape.flops() / t / 1e9 : 0.0, c.amx ? amx[th] : peak[th]);
       }
       std::printf("%s\n", line.c_str());
     }
@@ -402,7 +429,7 @@ int main(int argc, char** argv) try {
     std::string line = buf;
     for (const auto& c : columns) {
       const auto it = c.timings.find(th);
-      line += cell(it != c.timings.end() ? mix_gflops(shapes, it->second) : 0.0, peak[th]);
+      line += cell(it != c.timings.end() ? mix_gflops(shapes, it->second) : 0.0, c.amx ? amx[th] : peak[th]);
     }
     std::printf("%s\n", line.c_str());
   }

@@ -9,6 +9,9 @@
 //   tokens/s    batch x seq_len / mean step time over the timed steps (after warm-up);
 //               best: over the fastest step (on a shared machine, the least disturbed).
 //   model FLOPs 2mnk over the GEMM calls of one recorded training step.
+//   precision   --precision bf16: the model's GEMMs with bf16 operands and fp32
+//               accumulation (Module::set_gemm_precision), where the CPU has AMX or
+//               AVX512-BF16; the replay below then runs them as gemm_bf16 too.
 //   sgemm       OpenBLAS on exactly those calls: the ceiling. One round of them is timed
 //               right after each timed step, so each step has a ceiling measured under
 //               the same load; the GEMM ratio is sgemm-round time / step time, per pair,
@@ -31,10 +34,12 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <vector>
 #include <string>
 
 #include "data/batch.h"
+#include "models/gemm.h"
 #include "models/gpt2.h"
 #include "models/huge_pages.h"
 #include "models/models.h"
@@ -49,12 +54,16 @@ int main(int argc, char** argv) {
   int64_t batch = 4, seq = 64, steps = 10, warmup = 2;
   float dropout = 0.1f, lr = 3e-5f;
   bool measure_gemm = true;
+  std::string precision = "fp32";
   po::options_description desc("gpt2_step: timed GPT-2 training steps on random tokens");
   desc.add_options()("help,h", "show this help")("size", po::value(&size), "124M | 355M | 774M | 1558M")(
       "batch", po::value(&batch), "sequences per step")("seq", po::value(&seq), "tokens per sequence")(
       "steps", po::value(&steps), "timed steps")("warmup", po::value(&warmup), "untimed steps first")(
       "dropout", po::value(&dropout), "dropout (GPT-2: 0.1)")("lr", po::value(&lr), "Adam learning rate")(
-      "no-gemm", "skip the sgemm ceiling measurement");
+      "no-gemm", "skip the sgemm ceiling measurement")(
+      "precision", po::value(&precision),
+      "fp32 | bf16: the model's GEMM precision (bf16: bf16 operands, fp32 accumulation, where native; "
+      "fp32 weights and Adam either way)");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -71,6 +80,12 @@ int main(int argc, char** argv) {
     cfg.seq_len = seq;
     cfg.dropout = dropout;
     auto model = dpt::make_model("gpt2", cfg);
+    if (precision == "bf16") {
+      model->set_gemm_precision(dpt::GemmPrecision::bf16);
+      std::printf("# %s\n", dpt::bf16_gemm_description().c_str());
+    } else if (precision != "fp32") {
+      throw std::invalid_argument("--precision '" + precision + "': valid are fp32, bf16");
+    }
     dpt::OptimizerConfig oc;
     auto adam = dpt::make_optimizer("adam", oc, model->num_params());
     std::mt19937_64 gen(1);

@@ -55,8 +55,8 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); Op
 ours=() theirs=()
 for r in $(seq 1 "$rounds"); do
   o=$(OPENBLAS_NUM_THREADS=$threads "$build/bin/train_local" --model resnet18 --resnet-stem "$stem" --dataset cifar10 \
-        --data "$data" --batch-size "$batch" --max-steps "$steps" --optimizer sgd --lr 0.01 --momentum 0.9 \
-        --eval-samples 32 | sed -n 's/.*training throughput *: *\([0-9.]*\) samples\/s.*/\1/p')
+        --data-dir "$data" --batch-size "$batch" --steps "$steps" --optimizer sgd --lr 0.01 --momentum 0.9 \
+        --max-eval-samples 32 | sed -n 's/.*training throughput *: *\([0-9.]*\) samples\/s.*/\1/p')
   t=$(OMP_NUM_THREADS=$threads /usr/bin/python3 "$here/resnet_step.py" --threads "$threads" --batch "$batch" \
         --steps "$steps" --stem "$stem" --data "$data" | sed -n 's/.*training throughput *: *\([0-9.]*\) samples\/s.*/\1/p')
   printf "round %d: ours %8.1f samples/s   pytorch %8.1f samples/s\n" "$r" "$o" "$t"

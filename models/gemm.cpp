@@ -11,12 +11,21 @@
 namespace dpt {
 namespace {
 thread_local GemmRecorder* t_recorder = nullptr;
+thread_local GemmPrecision t_precision = GemmPrecision::f32;
 }
+
+const char* gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::bf16 ? "bf16" : "fp32"; }
+
+GemmPrecision gemm_precision() { return t_precision; }
+GemmPrecisionScope::GemmPrecisionScope(GemmPrecision p) : previous_(t_precision) { t_precision = p; }
+GemmPrecisionScope::~GemmPrecisionScope() { t_precision = previous_; }
 
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
            int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  const bool bf16 = t_precision == GemmPrecision::bf16 && bf16_gemm_native();
   if (t_recorder)
-    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f});
+    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16});
+  if (bf16) return gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   sgemm_with(gemm_engine(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -73,8 +82,12 @@ double GemmReplay::run_round() {
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& [s, count] : rec_.calls())
     for (int64_t i = 0; i < count; ++i)
-      sgemm_with(engine_, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb,
-                 s.accumulate ? 1.0f : 0.0f, c_.data(), s.ldc);
+      if (s.bf16)
+        gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb,
+                  s.accumulate ? 1.0f : 0.0f, c_.data(), s.ldc);
+      else
+        sgemm_with(engine_, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb,
+                   s.accumulate ? 1.0f : 0.0f, c_.data(), s.ldc);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

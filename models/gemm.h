@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -26,6 +27,54 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
                       int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                       int ldc, int64_t stride_c, int batch);
 
+// bf16 products (issue 27 item 3, "bf16 on the CPU for real"): C = alpha * op(A) * op(B) +
+// beta * C with A and B rounded to bf16 (round to nearest even), the products and their
+// sums in fp32 (as CPU autocast runs a matmul: fp32 master weights, bf16 operands, fp32
+// accumulation and output). Same arguments as sgemm: row-major fp32 A, B and C, any
+// transposes and leading dimensions, any alpha and beta.
+//   native    oneDNN's matmul primitive (bf16 src/weights, f32 dst; output scale alpha,
+//             sum post-op beta), which runs on AMX or AVX512-BF16; one primitive per
+//             shape, transposes, ldc, alpha, beta and thread count, created once per
+//             thread and kept (creation costs far more than a product). The operands are
+//             converted into per-thread dense bf16 buffers on every call.
+//   emulated  elsewhere (no oneDNN in the build, or a CPU with neither AMX-BF16 nor
+//             AVX512-BF16, or oneDNN capped below avx512_core_bf16): the operands rounded
+//             to bf16 in fp32 buffers, then sgemm_with(gemm_engine()): the same numbers up
+//             to the order of the fp32 sums, at fp32 speed or less.
+// gemm_bf16 always works (native or emulated) and records nothing.
+enum class GemmPrecision { f32, bf16 };
+const char* gemm_precision_name(GemmPrecision p);  // "fp32" / "bf16"
+void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc);
+// True where gemm_bf16 is native (oneDNN bf16 matmul on AMX or AVX512-BF16, not its
+// reference implementation): decided once, at the first call.
+bool bf16_gemm_native();
+// One line for programs to print, e.g. "bf16 GEMM: native, oneDNN 2.6.3 matmul
+// brg:avx512_core_amx_bf16 (bf16 operands, fp32 accumulation)" or "bf16 GEMM: not native
+// (this CPU has neither AMX-BF16 nor AVX512-BF16): --precision bf16 computes in fp32 with
+// bf16-rounded weights (emulation)".
+std::string bf16_gemm_description();
+// The oneDNN implementation gemm_bf16 runs for this product on this thread (e.g.
+// "brg:avx512_core_amx_bf16"; "" when emulated): benchmarks and tests print it.
+std::string gemm_bf16_impl(bool trans_a, bool trans_b, int m, int n, int k, int ldc, float alpha, float beta);
+
+// The precision sgemm() runs on this thread. bf16 takes effect only where
+// bf16_gemm_native(); elsewhere sgemm() stays fp32 (the emulation: the trainer's bf16
+// working weights, fp32 arithmetic). Module sets it around forward and backward
+// (Module::set_gemm_precision), so Linear, attention, the convolutions' im2col products
+// and the tied LM head all follow it. CUDA products (sgemm_on with cuda) ignore it.
+GemmPrecision gemm_precision();
+class GemmPrecisionScope {
+ public:
+  explicit GemmPrecisionScope(GemmPrecision p);
+  ~GemmPrecisionScope();
+  GemmPrecisionScope(const GemmPrecisionScope&) = delete;
+  GemmPrecisionScope& operator=(const GemmPrecisionScope&) = delete;
+
+ private:
+  GemmPrecision previous_;
+};
+
 // Threads every engine runs a product on (OPENBLAS_NUM_THREADS, else the cores);
 // set_blas_threads changes it for the whole process (benchmarks).
 int blas_threads();
@@ -36,7 +85,8 @@ struct GemmShape {
   int m = 0, n = 0, k = 0;
   int lda = 0, ldb = 0, ldc = 0;
   bool accumulate = false;  // beta != 0
-  auto key() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate); }
+  bool bf16 = false;        // ran as gemm_bf16 (GemmPrecision::bf16 on a native CPU)
+  auto key() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate, bf16); }
   bool operator<(const GemmShape& o) const { return key() < o.key(); }
   double flops() const { return 2.0 * m * n * k; }
 };
@@ -70,8 +120,8 @@ struct GemmBenchResult {
   double gflops() const { return seconds_per_round > 0 ? flops_per_round / seconds_per_round / 1e9 : 0; }
 };
 
-// Replays a record: every recorded call (with its multiplicity) as a raw product on one
-// engine (by default the one sgemm() runs, so "fraction of sgemm" compares like with
+// Replays a record: every recorded call (with its multiplicity) as a raw product (bf16
+// calls as gemm_bf16, the others) on one engine (by default the one sgemm() runs, so "fraction of sgemm" compares like with
 // like) on scratch operands allocated once, one timed round per run_round() (e.g.
 // interleaved with training steps, each step next to a ceiling measured under the same
 // load).

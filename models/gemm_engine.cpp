@@ -64,6 +64,13 @@ void onednn_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, 
 
 }  // namespace
 
+#ifdef DPT_HAVE_ONEDNN
+namespace detail {
+// For models/gemm_bf16.cpp: oneDNN's thread count for one product, as onednn_sgemm sets it.
+void onednn_threads_for(int m, int n, int k) { follow_blas_threads(m, n, k); }
+}  // namespace detail
+#endif
+
 const char* gemm_engine_name(GemmEngine e) { return e == GemmEngine::onednn ? "onednn" : "openblas"; }
 
 std::optional<GemmEngine> parse_gemm_engine(std::string_view name) {

@@ -95,6 +95,7 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
                                 " but the model expects " + shape_to_string(sample_shape_));
   if (takes_tokens_ ? in.tokens == nullptr : in.x == nullptr)
     throw std::invalid_argument(name_ + (takes_tokens_ ? ": needs token input" : ": needs float input"));
+  const GemmPrecisionScope gemm_scope(gemm_precision_);
   ctx_.input = &in;
   ctx_.training = training;
   ctx_.cuda = cuda_;
@@ -143,6 +144,7 @@ LossSum Module::loss_sum(const ModelTarget& target, float grad_scale) {
 void Module::backward() {
   if (!have_loss_grad_) throw std::logic_error(name_ + ": backward() without forward() and loss()");
   have_loss_grad_ = false;
+  const GemmPrecisionScope gemm_scope(gemm_precision_);
   sink_.begin(use_counts_, [this](size_t p) {
     const ParamInfo& info = store_.infos()[p];
     if (cuda_ && grad_download_) store_.download_grads(info.offset, info.offset + info.numel);

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/gemm.h"
 #include "models/layer.h"
 #include "models/loss.h"
 #include "models/model_config.h"
@@ -87,6 +88,12 @@ class Module {
   // not written).
   void set_compute_precision(ComputePrecision p);
   ComputePrecision compute_precision() const { return ctx_.precision; }
+  // The precision of every CPU matrix product in forward and backward (models/gemm.h,
+  // GemmPrecisionScope): bf16 runs them with bf16 operands and fp32 accumulation where
+  // bf16_gemm_native(), and stays fp32 elsewhere. Parameters, activations, gradients and
+  // every other operation stay fp32. The trainer sets bf16 for --precision bf16.
+  void set_gemm_precision(GemmPrecision p) { gemm_precision_ = p; }
+  GemmPrecision gemm_precision() const { return gemm_precision_; }
 
   void set_hooks(ModuleHooks hooks) { hooks_ = std::move(hooks); }
   const ModuleHooks& hooks() const { return hooks_; }
@@ -162,6 +169,7 @@ class Module {
   ModuleHooks hooks_;
   GradSink sink_;
   ForwardContext ctx_;
+  GemmPrecision gemm_precision_ = GemmPrecision::f32;
   Tensor input_;
   const Tensor* output_ = nullptr;
   bool have_loss_grad_ = false;

@@ -20,6 +20,7 @@
 #include "models/generate.h"
 #include "models/gpt2.h"
 #include "models/models.h"
+#include "tools/cli.h"
 
 namespace po = boost::program_options;
 
@@ -29,9 +30,8 @@ int main(int argc, char** argv) {
   float temperature = 1.0f;
   uint64_t seed = 0;
   bool ids = false;
-  po::options_description desc("generate: text from a GPT-2 checkpoint");
-  desc.add_options()
-    ("help,h", "show this help")
+  dpt::tools::Cli cli("generate", "generate: text from a GPT-2 checkpoint");
+  cli.flags().add_options()
     ("init-from", po::value(&init_from), "the checkpoint: model.safetensors of train, or a Hugging Face GPT-2 file (required)")
     ("tokenizer", po::value(&tokenizer_dir)->default_value(tokenizer_dir), "directory of vocab.json + merges.txt or encoder.json + vocab.bpe")
     ("prompt", po::value(&prompt)->default_value(""), "text to continue (empty: start from <|endoftext|>)")
@@ -41,14 +41,7 @@ int main(int argc, char** argv) {
     ("seed", po::value(&seed)->default_value(0), "sampling seed")
     ("heads", po::value(&heads)->default_value(0), "attention heads (default: config.json beside the file, else GPT-2's for its width)")
     ("ids", po::bool_switch(&ids), "print token ids, not text");
-  try {
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
+  const auto rc = cli.parse(argc, argv, [&](const po::variables_map&) {
     if (init_from.empty()) throw std::invalid_argument("--init-from FILE is required (a model.safetensors)");
     if (!std::filesystem::is_regular_file(init_from))
       throw std::invalid_argument("--init-from '" + init_from + "': no such file");
@@ -56,10 +49,8 @@ int main(int argc, char** argv) {
     if (top_k < 0) throw std::invalid_argument("--top-k must be >= 0, got " + std::to_string(top_k));
     if (!(temperature >= 0)) throw std::invalid_argument("--temperature must be >= 0");
     if (heads < 0) throw std::invalid_argument("--heads must be >= 0");
-  } catch (const std::exception& e) {
-    std::cerr << "generate: " << e.what() << "\n(see generate --help)\n";
-    return 2;
-  }
+  });
+  if (rc) return *rc;
   try {
     dpt::tokenizer::Gpt2Tokenizer tok(tokenizer_dir);
     dpt::ModelConfig cfg;

@@ -1,8 +1,8 @@
 // train_local: trains one model in one process and reports accuracy and speed.
 //   build/bin/train_local --model mlp --epochs 10
 //   build/bin/train_local --model cnn --epochs 5
-//   build/bin/train_local --model gpt --max-steps 2000 --lr 2e-3 --schedule cosine
-//   build/bin/train_local --model gpt2 --gpt2-size 124M --batch-size 4 --max-steps 10
+//   build/bin/train_local --model gpt --steps 2000 --lr 2e-3 --lr-schedule cosine
+//   build/bin/train_local --model gpt2 --gpt2-size 124M --batch-size 4 --steps 10
 //   build/bin/train_local --model resnet18 --image-size 32 --augment crop-flip --optimizer sgd
 //                         --lr 0.1 --momentum 0.9 --weight-decay 1e-5 --batch-size 128 --epochs 2
 // Prints a config table, one line per epoch, then the figures the issue asks for:
@@ -18,9 +18,12 @@
 #include <iostream>
 #include <string>
 
-#include "tools/doc_flags.h"
-#include "tools/gpt2_flags.h"
-#include "tools/image_flags.h"
+#include "models/gemm_choice.h"
+#include "tools/cli.h"
+#include "tools/data_flags.h"
+#include "tools/model_flags.h"
+#include "tools/optim_flags.h"
+#include "tools/run_flags.h"
 #include "train/local_trainer.h"
 
 namespace po = boost::program_options;
@@ -44,73 +47,42 @@ int main(int argc, char** argv) {
   int64_t sample_len = 300;
   float temperature = 0.8f;
   std::string prompt = "The ";
-  dpt::tools::ImageFlags image_flags;
-  dpt::tools::DocFlags doc_flags;
+  dpt::tools::ModelFlags model_flags;
+  dpt::tools::DataFlags data_flags;
   bool eval_only = false;
-  dpt::tools::Gpt2Flags gpt2;
-  po::options_description desc("train_local: single-process training of toy | mlp | cnn | gpt | gpt2 | resnet18");
-  desc.add_options()("help,h", "show this help")
-      ("model", po::value(&cfg.model)->default_value("mlp"), "toy, mlp, cnn, gpt, gpt2 or resnet18")
-      ("dataset", po::value(&cfg.dataset), "fashion-mnist, cifar10, text, synthetic-regression, ... (default: per model)")
-      ("data", po::value(&cfg.data_path), "dataset folder or file (default: the dataset's own)")
-      ("epochs", po::value(&cfg.epochs)->default_value(1), "passes over the training set")
-      ("max-steps", po::value(&cfg.max_steps)->default_value(0), "stop after this many steps (0: no limit)")
-      ("batch-size", po::value(&cfg.batch_size)->default_value(64), "samples per step")
-      ("optimizer", po::value(&cfg.optimizer)->default_value("adam"), "sgd, adam or adamw")
-      ("lr", po::value(&cfg.lr_config.lr)->default_value(1e-3f), "base learning rate")
-      ("momentum", po::value(&cfg.optimizer_config.momentum)->default_value(0.0f), "sgd momentum")
-      ("weight-decay", po::value(&cfg.optimizer_config.weight_decay)->default_value(0.0f), "weight decay")
-      ("schedule", po::value(&cfg.lr_schedule)->default_value("constant"), "constant, step or cosine")
-      ("warmup", po::value(&cfg.lr_config.warmup_steps)->default_value(0), "cosine warm-up steps")
-      ("total-steps", po::value(&cfg.lr_config.total_steps)->default_value(0), "cosine length (default: max-steps or epochs x batches)")
-      ("min-lr", po::value(&cfg.lr_config.min_lr)->default_value(0.0f), "cosine floor")
-      ("step-size", po::value(&cfg.lr_config.step_size)->default_value(1000), "step schedule period")
-      ("gamma", po::value(&cfg.lr_config.gamma)->default_value(0.1f), "step schedule factor")
-      ("clip", po::value(&cfg.clip_norm)->default_value(0.0f), "clip global grad norm (0: off)")
-      ("seed", po::value(&cfg.seed)->default_value(0), "data order seed")
-      ("model-seed", po::value(&mc.seed)->default_value(1234), "parameter init seed")
-      ("seq-len", po::value(&mc.seq_len)->default_value(64), "gpt: context length")
-      ("d-model", po::value(&mc.d_model)->default_value(128), "gpt: width")
-      ("n-layer", po::value(&mc.n_layer)->default_value(4), "gpt: blocks")
-      ("n-head", po::value(&mc.n_head)->default_value(4), "gpt: attention heads")
-      ("stride", po::value(&cfg.text_stride)->default_value(0), "gpt: training window spacing (0: seq-len)")
-      ("cnn-c1", po::value(&mc.cnn_c1)->default_value(mc.cnn_c1), "cnn: conv1 channels")
-      ("cnn-c2", po::value(&mc.cnn_c2)->default_value(mc.cnn_c2), "cnn: conv2 channels")
-      ("cnn-hidden", po::value(&mc.cnn_hidden)->default_value(mc.cnn_hidden), "cnn: hidden units")
-      ("resnet-stem", po::value(&mc.resnet_stem)->default_value(mc.resnet_stem), "resnet18: imagenet (7x7/2 conv + max-pool, torchvision's) or cifar (3x3/1 conv, no max-pool)")
-      ("eval-only", po::bool_switch(&eval_only), "evaluate the held-out set (e.g. after --init-from) and exit")
-      ("eval-samples", po::value(&cfg.max_eval_samples)->default_value(0), "evaluate on the first N held-out samples (0: all)")
-      ("log-every", po::value(&cfg.log_every)->default_value(0), "print the loss every N steps")
-      ("save", po::value(&cfg.save_path), "write the trained model to this .safetensors file")
-      ("sample-len", po::value(&sample_len)->default_value(300), "gpt: bytes to generate")
-      ("temperature", po::value(&temperature)->default_value(0.8f), "gpt: sampling temperature")
-      ("prompt", po::value(&prompt)->default_value("The "), "gpt: generation prompt")
-      ("min-accuracy", po::value(&min_accuracy)->default_value(0), "exit 1 if final accuracy is below")
-      ("max-entropy-ratio", po::value(&max_entropy_ratio)->default_value(0), "exit 1 if val loss / unigram entropy is above")
-      ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below");
-  dpt::tools::add_gpt2_options(desc, gpt2);
-  dpt::tools::add_image_options(desc, image_flags);
-  dpt::tools::add_doc_options(desc, doc_flags);
-  try {
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-    dpt::tools::apply_model_flags(cfg.model, vm, gpt2, "n-layer", "n-head", "d-model", mc, true);
+  cfg.lr_config.lr = 1e-3f;
+  cfg.lr_config.total_steps = 0;
+  dpt::tools::Cli cli("train_local", "train_local: single-process training of toy | mlp | cnn | gpt | gpt2 | resnet18");
+  auto& flags = cli.flags();
+  dpt::tools::add_model_options(flags, cfg.model, mc, model_flags);
+  dpt::tools::add_data_options(flags, cfg.dataset, cfg.data_path, cfg.seed, data_flags);
+  dpt::tools::add_optim_options(flags, cfg);
+  dpt::tools::add_run_options(flags, cfg.epochs, cfg.max_steps, cfg.log_every, cfg.max_eval_samples);
+  flags.add_options()
+    ("total-steps", po::value(&cfg.lr_config.total_steps)->default_value(0), "cosine: length (0: --steps, else epochs x batches)")
+    ("stride", po::value(&cfg.text_stride)->default_value(0), "gpt: training window spacing (0: seq-len)")
+    ("eval-only", po::bool_switch(&eval_only), "evaluate the held-out set (e.g. after --init-from) and exit")
+    ("save", po::value(&cfg.save_path), "write the trained model to this .safetensors file")
+    ("sample-len", po::value(&sample_len)->default_value(300), "gpt: bytes to generate")
+    ("temperature", po::value(&temperature)->default_value(0.8f), "gpt: sampling temperature")
+    ("prompt", po::value(&prompt)->default_value("The "), "gpt: generation prompt")
+    ("min-accuracy", po::value(&min_accuracy)->default_value(0), "exit 1 if final accuracy is below")
+    ("max-entropy-ratio", po::value(&max_entropy_ratio)->default_value(0), "exit 1 if val loss / unigram entropy is above")
+    ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below");
+  dpt::tools::add_model_aliases(cli);
+  dpt::tools::add_data_aliases(cli);
+  dpt::tools::add_optim_aliases(cli);
+  dpt::tools::add_run_aliases(cli);
+  const auto rc = cli.parse(argc, argv, [&](const po::variables_map& vm) {
+    dpt::tools::apply_model_options(cfg.model, vm, model_flags, mc, true);
     // gpt2 reads Hugging Face's layout while the model is built; the others load a model
     // checkpoint into the built model (LocalTrainer).
-    if (cfg.model != "gpt2") cfg.init_from = gpt2.init_from;
+    if (cfg.model != "gpt2") cfg.init_from = model_flags.gpt2.init_from;
     // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
     if (cfg.model == "gpt2" && cfg.dataset.empty()) cfg.dataset = "text";
-    cfg.image = dpt::tools::image_options(image_flags, cfg.seed);
-    dpt::tools::apply_doc_flags(doc_flags, cfg.data_path, cfg.jsonl_field, "--data");
-  } catch (const std::exception& e) {
-    std::cerr << "train_local: " << e.what() << "\n" << desc << "\n";
-    return 2;
-  }
+    dpt::tools::apply_data_options(data_flags, cfg.seed, cfg.image, cfg.data_path, cfg.jsonl_field);
+  });
+  if (rc) return *rc;
   cfg.on_log = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -153,7 +125,7 @@ int main(int argc, char** argv) {
     std::printf("  model FLOPs per sample  : %.3f MFLOP (GEMMs of forward + backward)\n", r.flops_per_sample / 1e6);
     std::printf("  training throughput     : %.0f samples/s\n", r.samples_per_s);
     std::printf("  achieved                : %.2f GFLOP/s\n", r.achieved_gflops);
-    std::printf("  OpenBLAS sgemm, same shapes: %.2f GFLOP/s\n", r.sgemm_gflops);
+    std::printf("  sgemm, same shapes      : %.2f GFLOP/s (%s)\n", r.sgemm_gflops, dpt::gemm_engine_description().c_str());
     std::printf("  ratio                   : %.1f%%\n", 100 * ratio);
     bool ok = true;
     if (last.eval.accuracy) {

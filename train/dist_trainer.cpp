@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "data/make_dataset.h"
 #include "data/sampler.h"
 #include "models/checkpoint.h"
+#include "models/gemm.h"
 #include "models/gpt2.h"
 #include "models/models.h"
 #include "train/memory_check.h"
@@ -99,6 +101,13 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
     // real); the strategy keeps fp16 working weights and fp32 masters.
     model_->set_compute_precision(ComputePrecision::kF16);
     scaler_ = std::make_unique<LossScaler>(config_.loss_scaler);
+  }
+  if (config_.parallel.precision == DType::bf16 && config_.device == "cpu") {
+    // bf16 working weights (the strategy) and, where the CPU has AMX or AVX512-BF16, every
+    // matrix product with bf16 operands and fp32 accumulation (models/gemm.h); elsewhere
+    // the products stay fp32, and this line says so.
+    model_->set_gemm_precision(GemmPrecision::bf16);
+    if (comm.rank() == 0) std::fprintf(stderr, "--precision bf16: %s\n", bf16_gemm_description().c_str());
   }
   if (config_.sync_bn) {
     sync_bn_ = std::make_unique<CommBatchStatsReducer>(*comm_);

@@ -97,7 +97,7 @@ PY
     echo "$line"
     loss=$(num "$(sed -En 's/.*test_loss ([0-9.]+).*/\1/p' <<< "$line")" test_loss)
     acc=$(num "$(sed -En 's/.*test_acc ([0-9.]+).*/\1/p' <<< "$line")" test_acc)
-    "$bin/train_local" --model resnet18 --image-size 32 --init-from "$work/tut/model.safetensors" --eval-only --eval-samples 200 \
+    "$bin/train_local" --model resnet18 --image-size 32 --init-from "$work/tut/model.safetensors" --eval-only --max-eval-samples 200 \
       > "$work/local.log" 2>&1 || { cat "$work/local.log"; exit 1; }
     local_line=$(grep "eval-only:" "$work/local.log"); echo "$local_line"
     lloss=$(num "$(sed -En 's/.*loss ([0-9.]+) accuracy.*/\1/p' <<< "$local_line")" "train_local loss")

@@ -312,7 +312,7 @@ def case_init_from_flag(train_local, work):
         logits = module(x)
         ref_loss = torch.nn.functional.cross_entropy(logits, y).item()
         ref_acc = (logits.argmax(1) == y).float().mean().item()
-    out = subprocess.run([train_local, "--model", "resnet18", "--dataset", "cifar10", "--data", folder,
+    out = subprocess.run([train_local, "--model", "resnet18", "--dataset", "cifar10", "--data-dir", folder,
                           "--init-from", path, "--eval-only"], check=True, capture_output=True, text=True).stdout
     line = [l for l in out.splitlines() if l.startswith("eval-only:")][0]
     loss, acc = float(line.split("loss")[1].split()[0]), float(line.split("accuracy")[1].split()[0])

@@ -1,0 +1,300 @@
+// gemm_bf16 (models/gemm.h): bf16 operands, fp32 accumulation and output, on oneDNN's
+// matmul primitive where the CPU has AMX-BF16 or AVX512-BF16, emulated elsewhere.
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "models/cpu_features.h"
+#include "models/gemm.h"
+#include "models/gemm_engine.h"
+#include "models/parallel_for.h"
+
+#ifdef DPT_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+namespace dpt {
+#ifdef DPT_HAVE_ONEDNN
+namespace detail {
+void onednn_threads_for(int m, int n, int k);  // models/gemm_engine.cpp
+}
+#endif
+namespace {
+
+// fp32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN, overflow becomes
+// inf. Branch-free so the loops below vectorise.
+inline uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+inline float bf16_rounded(float f) {
+  const uint32_t u = uint32_t{bf16_bits(f)} << 16;
+  float r;
+  std::memcpy(&r, &u, sizeof r);
+  return r;
+}
+
+void to_bf16_row(const float* s, uint16_t* d, int n) {
+  for (int j = 0; j < n; ++j) d[j] = bf16_bits(s[j]);
+}
+void to_rounded_row(const float* s, float* d, int n) {
+  for (int j = 0; j < n; ++j) d[j] = bf16_rounded(s[j]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// VCVTNEPS2BF16 (AVX512-BF16, which every AMX-BF16 CPU has): round to nearest even as
+// above, 16 values an instruction. It treats fp32 subnormal inputs (|x| < 2^-126) as
+// zero; the scalar code keeps their top bits. Nothing a GEMM operand in training holds
+// depends on values below 2^-126.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_row_avx512(const float* s,
+                                                                                          uint16_t* d, int n) {
+  int j = 0;
+  for (; j + 32 <= n; j += 32) {
+    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + j + 16), _mm512_loadu_ps(s + j));
+    _mm512_storeu_si512(d + j, reinterpret_cast<__m512i>(v));
+  }
+  for (; j < n; ++j) d[j] = bf16_bits(s[j]);
+}
+#endif
+
+void to_bf16_row_best(const float* s, uint16_t* d, int n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx512_bf16 = cpu_features().avx512_bf16;
+  if (avx512_bf16) return to_bf16_row_avx512(s, d, n);
+#endif
+  to_bf16_row(s, d, n);
+}
+
+// The rows x cols matrix at src (leading dimension ld) into dst densely (leading
+// dimension cols), row by row with `row`; on parallel_for's threads when large.
+template <class T, class Row>
+void convert_dense(const float* src, int rows, int cols, int ld, T* dst, Row row) {
+  auto body = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) row(src + r * ld, dst + r * cols, cols);
+  };
+  if (int64_t(rows) * cols < (int64_t{1} << 16)) body(0, rows);
+  else parallel_for(rows, parallel_grain(cols), body);
+}
+
+void scale_c(int m, int n, float beta, float* c, int ldc) {
+  for (int i = 0; i < m; ++i) {
+    float* row = c + static_cast<size_t>(i) * ldc;
+    for (int j = 0; j < n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+  }
+}
+
+// Stored shape of an operand: op(A) is m x k, stored k x m when transposed.
+struct Stored {
+  int rows, cols;
+};
+Stored stored_a(bool trans_a, int m, int k) { return trans_a ? Stored{k, m} : Stored{m, k}; }
+Stored stored_b(bool trans_b, int k, int n) { return trans_b ? Stored{n, k} : Stored{k, n}; }
+
+void emulated_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                   const float* b, int ldb, float beta, float* c, int ldc) {
+  thread_local std::vector<float> ra, rb;
+  const Stored sa = stored_a(trans_a, m, k), sb = stored_b(trans_b, k, n);
+  ra.resize(size_t(sa.rows) * sa.cols);
+  rb.resize(size_t(sb.rows) * sb.cols);
+  convert_dense(a, sa.rows, sa.cols, lda, ra.data(), to_rounded_row);
+  convert_dense(b, sb.rows, sb.cols, ldb, rb.data(), to_rounded_row);
+  sgemm_with(gemm_engine(), trans_a, trans_b, m, n, k, alpha, ra.data(), sa.cols, rb.data(), sb.cols, beta, c, ldc);
+}
+
+#ifdef DPT_HAVE_ONEDNN
+void check(dnnl_status_t st, const char* what) {
+  if (st != dnnl_success)
+    throw std::runtime_error(std::string("gemm_bf16: ") + what + " failed with oneDNN status " +
+                             std::to_string(int(st)));
+}
+
+dnnl_engine_t cpu_engine() {
+  // Never destroyed: primitives in thread-local caches may outlive any static's destructor.
+  static dnnl_engine_t engine = [] {
+    request_amx_permission();  // oneDNN asks too; harmless twice, needed before any tile use
+    dnnl_engine_t e = nullptr;
+    check(dnnl_engine_create(&e, dnnl_cpu, 0), "dnnl_engine_create");
+    return e;
+  }();
+  return engine;
+}
+
+// One matmul for one (transposes, m, n, k, ldc, alpha, beta, threads): operands dense
+// bf16 in their stored layout (A as m x k, or k x m read transposed), C f32 with ldc.
+struct Matmul {
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  std::string impl;
+  Matmul() = default;
+  Matmul(const Matmul&) = delete;
+  Matmul& operator=(const Matmul&) = delete;
+  ~Matmul() {
+    if (a) dnnl_memory_destroy(a);
+    if (b) dnnl_memory_destroy(b);
+    if (c) dnnl_memory_destroy(c);
+    if (prim) dnnl_primitive_destroy(prim);
+  }
+};
+
+using MatmulKey = std::tuple<bool, bool, int, int, int, int, float, float, int>;
+
+std::unique_ptr<Matmul> make_matmul(bool trans_a, bool trans_b, int m, int n, int k, int ldc, float alpha,
+                                    float beta) {
+  auto mm = std::make_unique<Matmul>();
+  dnnl_memory_desc_t a_md, b_md, c_md;
+  dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
+  dnnl_dims_t a_strides = {trans_a ? 1 : k, trans_a ? m : 1};
+  dnnl_dims_t b_strides = {trans_b ? 1 : n, trans_b ? k : 1};
+  dnnl_dims_t c_strides = {ldc, 1};
+  check(dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_bf16, a_strides), "memory desc A");
+  check(dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_bf16, b_strides), "memory desc B");
+  check(dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_strides), "memory desc C");
+  dnnl_matmul_desc_t desc;
+  check(dnnl_matmul_desc_init(&desc, &a_md, &b_md, nullptr, &c_md), "dnnl_matmul_desc_init");
+  dnnl_primitive_attr_t attr = nullptr;
+  check(dnnl_primitive_attr_create(&attr), "attr");
+  std::unique_ptr<dnnl_primitive_attr, decltype(&dnnl_primitive_attr_destroy)> attr_owner(
+      attr, &dnnl_primitive_attr_destroy);
+  if (alpha != 1.0f) check(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "output scale alpha");
+  if (beta != 0.0f) {
+    dnnl_post_ops_t po = nullptr;
+    check(dnnl_post_ops_create(&po), "post ops");
+    const dnnl_status_t st = dnnl_post_ops_append_sum(po, beta);
+    if (st == dnnl_success) check(dnnl_primitive_attr_set_post_ops(attr, po), "sum post-op beta");
+    dnnl_post_ops_destroy(po);
+    check(st, "sum post-op beta");
+  }
+  dnnl_primitive_desc_t pd = nullptr;
+  check(dnnl_primitive_desc_create(&pd, &desc, attr, cpu_engine(), nullptr), "bf16 matmul primitive descriptor");
+  std::unique_ptr<dnnl_primitive_desc, decltype(&dnnl_primitive_desc_destroy)> pd_owner(
+      pd, &dnnl_primitive_desc_destroy);
+  const char* impl = nullptr;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) mm->impl = impl;
+  check(dnnl_primitive_create(&mm->prim, pd), "bf16 matmul primitive");
+  check(dnnl_memory_create(&mm->a, &a_md, cpu_engine(), DNNL_MEMORY_NONE), "memory A");
+  check(dnnl_memory_create(&mm->b, &b_md, cpu_engine(), DNNL_MEMORY_NONE), "memory B");
+  check(dnnl_memory_create(&mm->c, &c_md, cpu_engine(), DNNL_MEMORY_NONE), "memory C");
+  return mm;
+}
+
+// This thread's primitive for the key, made at its first use.
+Matmul& cached_matmul(bool trans_a, bool trans_b, int m, int n, int k, int ldc, float alpha, float beta) {
+  detail::onednn_threads_for(m, n, k);
+  thread_local std::map<MatmulKey, std::unique_ptr<Matmul>> cache;
+  const MatmulKey key{trans_a, trans_b, m, n, k, ldc, alpha, beta, gemm_engine_threads(GemmEngine::onednn)};
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_matmul(trans_a, trans_b, m, n, k, ldc, alpha, beta)).first;
+  return *it->second;
+}
+
+dnnl_stream_t thread_stream() {
+  struct Owner {
+    dnnl_stream_t s = nullptr;
+    ~Owner() {
+      if (s) dnnl_stream_destroy(s);
+    }
+  };
+  thread_local Owner owner;
+  if (!owner.s) check(dnnl_stream_create(&owner.s, cpu_engine(), dnnl_stream_default_flags), "stream");
+  return owner.s;
+}
+
+void native_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc) {
+  Matmul& mm = cached_matmul(trans_a, trans_b, m, n, k, ldc, alpha, beta);
+  thread_local std::vector<uint16_t> ha, hb;
+  const Stored sa = stored_a(trans_a, m, k), sb = stored_b(trans_b, k, n);
+  ha.resize(size_t(sa.rows) * sa.cols);
+  hb.resize(size_t(sb.rows) * sb.cols);
+  convert_dense(a, sa.rows, sa.cols, lda, ha.data(), to_bf16_row_best);
+  convert_dense(b, sb.rows, sb.cols, ldb, hb.data(), to_bf16_row_best);
+  check(dnnl_memory_set_data_handle(mm.a, ha.data()), "set A");
+  check(dnnl_memory_set_data_handle(mm.b, hb.data()), "set B");
+  check(dnnl_memory_set_data_handle(mm.c, c), "set C");
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}};
+  dnnl_stream_t s = thread_stream();
+  check(dnnl_primitive_execute(mm.prim, s, 3, args), "bf16 matmul");
+  check(dnnl_stream_wait(s), "stream wait");
+}
+#endif
+
+struct NativeInfo {
+  bool native = false;
+  std::string what;  // native: the implementation; else why not
+};
+
+NativeInfo probe_native() {
+#ifndef DPT_HAVE_ONEDNN
+  return {false, "this build has no oneDNN (install libdnnl-dev, reconfigure)"};
+#else
+  const CpuFeatures& f = cpu_features();
+  if (!f.amx_bf16 && !f.avx512_bf16) return {false, "this CPU has neither AMX-BF16 nor AVX512-BF16"};
+  const int isa = onednn_cpu_isa();
+  if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16)
+    return {false, "oneDNN " + onednn_version() + " runs " + onednn_isa_name() +
+                       ", below avx512_core_bf16 (ONEDNN_MAX_CPU_ISA?)"};
+  try {
+    // The step's typical product; oneDNN picks the same kernel family for every shape.
+    const Matmul& mm = cached_matmul(false, false, 256, 768, 768, 768, 1.0f, 0.0f);
+    if (mm.impl.rfind("ref", 0) == 0)
+      return {false, "oneDNN " + onednn_version() + "'s bf16 matmul here is its reference code (" + mm.impl + ")"};
+    return {true, "oneDNN " + onednn_version() + " matmul " + mm.impl};
+  } catch (const std::exception& e) {
+    return {false, e.what()};
+  }
+#endif
+}
+
+const NativeInfo& native_info() {
+  static const NativeInfo info = probe_native();
+  return info;
+}
+
+}  // namespace
+
+bool bf16_gemm_native() { return native_info().native; }
+
+std::string bf16_gemm_description() {
+  const NativeInfo& i = native_info();
+  if (i.native) return "bf16 GEMM: native, " + i.what + " (bf16 operands, fp32 accumulation and output)";
+  return "bf16 GEMM: not native (" + i.what +
+         "): --precision bf16 keeps fp32 GEMMs on bf16-rounded weights (emulation)";
+}
+
+std::string gemm_bf16_impl(bool trans_a, bool trans_b, int m, int n, int k, int ldc, float alpha, float beta) {
+#ifdef DPT_HAVE_ONEDNN
+  if (bf16_gemm_native() && m > 0 && n > 0 && k > 0)
+    return cached_matmul(trans_a, trans_b, m, n, k, ldc, alpha, beta).impl;
+#else
+  (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)ldc, (void)alpha, (void)beta;
+#endif
+  return "";
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_c(m, n, beta, c, ldc);
+  const Stored sa = stored_a(trans_a, m, k), sb = stored_b(trans_b, k, n);
+  if (lda < sa.cols || ldb < sb.cols || ldc < n)
+    throw std::invalid_argument("gemm_bf16: leading dimension below the row length (lda " + std::to_string(lda) +
+                                ", ldb " + std::to_string(ldb) + ", ldc " + std::to_string(ldc) + ")");
+#ifdef DPT_HAVE_ONEDNN
+  if (bf16_gemm_native()) return native_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+  emulated_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace dpt

@@ -1,0 +1,46 @@
+// The data flags shared by train and train_local: --dataset, --data-dir (the folder or
+// file), --seed (data order), and the image and document flags (image_flags.h,
+// doc_flags.h).
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "data/image_transform.h"
+#include "tools/cli.h"
+#include "tools/doc_flags.h"
+#include "tools/image_flags.h"
+
+namespace dpt::tools {
+
+struct DataFlags {
+  ImageFlags image;
+  DocFlags docs;
+};
+
+inline void add_data_options(boost::program_options::options_description& d, std::string& dataset, std::string& data_dir,
+                             uint64_t& seed, DataFlags& f) {
+  namespace po = boost::program_options;
+  po::options_description g("data");
+  g.add_options()
+    ("dataset", po::value(&dataset), "fashion-mnist | cifar10 | text | text-docs | synthetic | synthetic-regression ... (default: per model)")
+    ("data-dir", po::value(&data_dir), "dataset folder or file (default: the dataset's own)")
+    ("seed", po::value(&seed)->default_value(seed), "data order seed (and augmentation)");
+  add_image_options(g, f.image);
+  add_doc_options(g, f.docs);
+  d.add(g);
+}
+
+// train_local's old name, kept as a hidden alias.
+inline void add_data_aliases(Cli& cli) { cli.alias("data", "data-dir"); }
+
+// Call after notify: the image options and the documents file.
+inline void apply_data_options(const DataFlags& f, uint64_t seed, ImageOptions& image, std::string& data_dir,
+                               std::string& jsonl_field) {
+  image = image_options(f.image, seed);
+  apply_doc_flags(f.docs, data_dir, jsonl_field, "--data-dir");
+}
+
+}  // namespace dpt::tools

@@ -1,0 +1,53 @@
+// The model flags shared by train and train_local (one name per concept): which model,
+// its initialization seed, the shape of gpt/gpt2 (--seq-len --gpt-layers --gpt-heads
+// --gpt-dim), of the cnn and of resnet18, and the gpt2 flags (gpt2_flags.h). Each program
+// sets its defaults in the ModelConfig before adding the flags; --help shows them.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <string>
+
+#include "models/model_config.h"
+#include "tools/cli.h"
+#include "tools/gpt2_flags.h"
+
+namespace dpt::tools {
+
+struct ModelFlags {
+  Gpt2Flags gpt2;
+};
+
+inline void add_model_options(boost::program_options::options_description& d, std::string& model, ModelConfig& m,
+                              ModelFlags& f) {
+  namespace po = boost::program_options;
+  po::options_description g("model");
+  g.add_options()
+    ("model", po::value(&model)->default_value(model), "toy | mlp | cnn | gpt | gpt2 | resnet18")
+    ("model-seed", po::value(&m.seed)->default_value(m.seed), "parameter initialization seed")
+    ("seq-len", po::value(&m.seq_len)->default_value(m.seq_len), "gpt, gpt2: context length (tokens; bytes for gpt)")
+    ("gpt-layers", po::value(&m.n_layer)->default_value(m.n_layer), "gpt, gpt2: transformer blocks")
+    ("gpt-dim", po::value(&m.d_model)->default_value(m.d_model), "gpt, gpt2: model width")
+    ("gpt-heads", po::value(&m.n_head)->default_value(m.n_head), "gpt, gpt2: attention heads")
+    ("cnn-c1", po::value(&m.cnn_c1)->default_value(m.cnn_c1), "cnn: first conv channels")
+    ("cnn-c2", po::value(&m.cnn_c2)->default_value(m.cnn_c2), "cnn: second conv channels")
+    ("cnn-hidden", po::value(&m.cnn_hidden)->default_value(m.cnn_hidden), "cnn: hidden units")
+    ("resnet-stem", po::value(&m.resnet_stem)->default_value(m.resnet_stem), "resnet18: imagenet (torchvision's 7x7/2 conv + max-pool) or cifar (3x3/1 conv, no max-pool)");
+  add_gpt2_options(g, f.gpt2);
+  d.add(g);
+}
+
+// train_local's old names, kept as hidden aliases.
+inline void add_model_aliases(Cli& cli) {
+  cli.alias("n-layer", "gpt-layers");
+  cli.alias("n-head", "gpt-heads");
+  cli.alias("d-model", "gpt-dim");
+}
+
+// Call after notify (gpt2_flags.h: apply_model_flags).
+inline void apply_model_options(const std::string& model, const boost::program_options::variables_map& vm,
+                                const ModelFlags& f, ModelConfig& m, bool init_from_any_model = false) {
+  apply_model_flags(model, vm, f.gpt2, "gpt-layers", "gpt-heads", "gpt-dim", m, init_from_any_model);
+}
+
+}  // namespace dpt::tools

@@ -1,0 +1,234 @@
+// train's flags and their checks (options.h).
+#include "tools/train/options.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include "backends/registry.h"
+#include "tools/optim_flags.h"
+#include "tools/run_flags.h"
+
+namespace po = boost::program_options;
+
+namespace train {
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+// "mpi | tcp | nccl | auto (built here: mpi, tcp)", from the backend registry.
+std::string backend_help() {
+  std::string known, built;
+  for (const auto& k : dpt::backends::known()) known += (known.empty() ? "" : " | ") + k;
+  for (const auto& b : dpt::backends::available()) built += (built.empty() ? "" : ", ") + b;
+  return known + " (built here: " + built + ")";
+}
+
+// A whole-string integer, or an error naming the flag, the value and what is expected.
+int64_t parse_int(const std::string& text, const std::string& flag, const std::string& what) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && !text.empty()) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(flag + ": '" + text + "' is not " + what);
+}
+
+void parse_switch(Options& o) {
+  const auto colon = o.switch_backend.find(':');
+  if (colon == std::string::npos)
+    throw std::invalid_argument("--switch-backend wants STEP:NAME (e.g. 500:mpi), got '" + o.switch_backend + "'");
+  o.switch_at = parse_int(o.switch_backend.substr(0, colon), "--switch-backend", "a step number (STEP:NAME, e.g. 500:mpi)");
+  if (o.switch_at < 0) throw std::invalid_argument("--switch-backend: the step must be >= 0, got " + std::to_string(o.switch_at));
+  o.switch_to = o.switch_backend.substr(colon + 1);
+  const auto& known = dpt::backends::known();
+  if (std::find(known.begin(), known.end(), o.switch_to) == known.end()) {
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("--switch-backend: unknown backend '" + o.switch_to + "' (valid: " + list + ")");
+  }
+}
+
+// The checkpoint folder must be creatable and writable now, not at the first save.
+void check_writable_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw std::invalid_argument("--checkpoint-dir '" + dir + "' exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) throw std::invalid_argument("--checkpoint-dir '" + dir + "': cannot create it: " + ec.message());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::invalid_argument("--checkpoint-dir '" + dir + "' is not writable: " + std::strerror(errno));
+}
+
+std::vector<SignalHit> parse_signals(const std::string& text) {
+  std::vector<SignalHit> hits;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    std::vector<std::string> f;
+    std::stringstream parts(item);
+    for (std::string x; std::getline(parts, x, ':');) f.push_back(x);
+    if (f.size() < 3 || f.size() > 4 || (f.size() == 4 && f[3] != "STOP" && f[3] != "KILL"))
+      throw std::invalid_argument("--debug-signal wants R:S:PHASE[:STOP|KILL][,...], got '" + item + "'");
+    hits.push_back({parse_int(f[0], "--debug-signal", "a rank"), parse_int(f[1], "--debug-signal", "a step"), f[2],
+                    f.size() == 4 && f[3] == "STOP" ? SIGSTOP : SIGKILL});
+  }
+  return hits;
+}
+
+}  // namespace
+
+void add_options(dpt::tools::Cli& cli, Options& o) {
+  auto& c = o.cfg;
+  // train's defaults where they differ from DistTrainConfig's.
+  c.epochs = 3;
+  c.batch_size = 32;
+  c.optimizer = "adam";
+  c.optimizer_config.momentum = 0.9f;
+  c.lr_schedule = "cosine";
+  c.lr_config.lr = 1e-3f;
+  c.log_every = 50;
+  c.dataset.clear();
+  c.data_dir.clear();
+  auto& d = cli.flags();
+  cli.config_file_flag("config");
+  dpt::tools::add_model_options(d, c.model, c.model_config, o.model);
+  dpt::tools::add_data_options(d, c.dataset, c.data_dir, c.seed, o.data);
+  dpt::tools::add_optim_options(d, c);
+  dpt::tools::add_run_options(d, c.epochs, c.steps, c.log_every, c.max_eval_samples);
+  d.add_options()
+    ("config", po::value(&o.config_file), "read these options from a file (key = value lines)")
+    ("backend", po::value(&o.backend)->default_value(dpt::backends::default_name()), backend_help().c_str())
+    ("algo", po::value(&o.algo)->default_value("auto"), dpt::algo::help_text().c_str())
+    ("zero", po::value(&o.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
+    ("overlap-comm", po::value(&o.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
+    ("device", po::value(&o.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; toy, mlp and gpt)")
+    ("device-buckets", po::value(&o.device_buckets)->default_value("auto"), "auto | always: with --device cuda, reduce gradient buckets as device buffers only where the backend takes them (nccl, CUDA-aware MPI), else download each gradient once and reduce on the host; always = device buckets everywhere (staged; for measurements)")
+    ("shuffle", "shuffle the data each epoch (default)")
+    ("no-shuffle", po::bool_switch(&o.no_shuffle), "keep the data in order")
+    ("bucket-mb", po::value(&o.bucket_mb)->default_value(25.0), "DDP bucket size in MiB")
+    ("first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(1.0), "size of the first (small) bucket in MiB")
+    ("no-overlap", po::bool_switch(&o.no_overlap), "allreduce only after backward ends")
+    ("grad-accum", po::value(&o.cfg.grad_accum)->default_value(1), "micro-steps per optimizer step")
+    ("grad-compress", po::value(&o.grad_compress)->default_value("none"), "none | bf16 | fp16 gradients on the wire")
+    ("precision", po::value(&o.precision)->default_value("fp32"), "fp32 | bf16 | fp16: 16-bit working weights and gradients (on the wire too) with fp32 master weights; fp16 also computes activations and gradients in fp16 (emulated on the CPU) with a dynamic loss scaler")
+    ("loss-scale-init", po::value(&o.cfg.loss_scaler.init_scale)->default_value(65536.0f), "fp16: initial loss scale (GradScaler's init_scale)")
+    ("loss-scale-window", po::value(&o.cfg.loss_scaler.growth_interval)->default_value(2000), "fp16: clean steps before the loss scale doubles (GradScaler's growth_interval); an inf/NaN gradient halves it and skips the step")
+    ("count-zero-grads", po::bool_switch(&o.cfg.count_zero_grads), "measure the fraction of synchronized gradient elements that are exactly 0 (final line: zero_grad_frac); fp16 without loss scaling against fp32 shows the underflow")
+    ("debug-inject-inf", po::value(&o.inject_inf)->default_value(""), "testing: R:K sets one of rank R's synchronized gradients to inf in step K")
+    ("checkpoint-dir", po::value(&o.cfg.checkpoint_dir)->default_value(""), "save checkpoints here")
+    ("save-every", po::value(&o.cfg.save_every)->default_value(0), "steps between checkpoints")
+    ("resume", po::bool_switch(&o.cfg.resume), "continue from --checkpoint-dir's latest checkpoint")
+    ("eval-every", po::value(&o.cfg.eval_every)->default_value(0), "steps between evaluations (0: each epoch)")
+    ("eval-batch-size", po::value(&o.cfg.eval_batch_size)->default_value(0), "samples per evaluation forward (0: 256, for gpt2 the per-rank --batch-size)")
+    ("metrics-out", po::value(&o.metrics_out)->default_value(""), "write JSON lines of metrics here (rank 0)")
+    ("switch-backend", po::value(&o.switch_backend)->default_value(""), "STEP:NAME switch to backend NAME once STEP steps are done")
+    ("elastic-snapshot-every", po::value(&o.cfg.elastic_snapshot_every)->default_value(10), "elastic ZeRO: steps between in-memory copies of every shard on its ring neighbour (the steps a failure may cost)")
+    ("elastic", po::bool_switch(&o.elastic), "survive dead ranks: the others re-form a smaller group and go on; newcomers join at a step boundary (tcp backend, under launch --elastic; docs/elastic.md)")
+    ("debug-collectives", po::bool_switch()->notifier([](bool on) { if (on) ::setenv("COMM_DEBUG_COLLECTIVES", "1", 1); }), "check before each collective that all ranks issue the same one (COMM_DEBUG_COLLECTIVES=1)")
+    ("ignore-memory-check", po::bool_switch()->notifier([&o](bool on) { o.cfg.memory_check = !on; }), "start even when the model states and activations estimated per host exceed its available memory (docs/gpt2.md)")
+    ("exit-after-step", po::value(&o.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
+    ("debug-uneven", po::value(&o.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
+    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP][,...] sends SIGKILL (or SIGSTOP) to the process that started as rank R, inside step S at forward, backward, sync or update")
+    ("debug-sample-log", po::value(&o.cfg.sample_log)->default_value(""), "testing: append 'step world rank index...' for every completed step to PREFIX.<elastic id or rankN>")
+    ("no-broadcast-buffers", po::bool_switch(&o.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
+    ("sync-bn", po::bool_switch(&o.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")
+    ("debug-state-dump", po::value(&o.cfg.state_dump)->default_value(""), "testing: at the end every rank writes its parameters and buffers to PREFIX.rank<r>.safetensors");
+}
+
+void check_options(Options& o, const po::variables_map& vm) {
+  dpt::tools::apply_model_options(o.cfg.model, vm, o.model, o.cfg.model_config);
+  dpt::tools::apply_data_options(o.data, o.cfg.seed, o.cfg.image, o.cfg.data_dir, o.cfg.jsonl_field);
+  // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
+  if (o.cfg.model == "gpt2" && o.cfg.dataset.empty()) o.cfg.dataset = "text";
+  if (o.zero < 0 || o.zero > 3) throw std::invalid_argument("--zero " + std::to_string(o.zero) + ": valid stages are 0, 1, 2, 3");
+  if (o.overlap_comm != "on" && o.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + o.overlap_comm + "': valid are on, off");
+  if (o.precision == "fp32") o.cfg.parallel.precision = dpt::DType::f32;
+  else if (o.precision == "bf16") o.cfg.parallel.precision = dpt::DType::bf16;
+  else if (o.precision == "fp16") o.cfg.parallel.precision = dpt::DType::f16;
+  else throw std::invalid_argument("--precision '" + o.precision + "': valid are fp32, bf16, fp16");
+  // Mixed precision sends its 16-bit gradients: that compression is implied, the other conflicts.
+  if (o.precision != "fp32") {
+    const std::string other = o.precision == "bf16" ? "fp16" : "bf16";
+    if (o.grad_compress == other)
+      throw std::invalid_argument("--precision " + o.precision + " communicates gradients in " + o.precision +
+                                  "; --grad-compress " + other + " conflicts with it");
+    o.grad_compress = o.precision;
+  }
+  if (o.precision == "fp16" && o.elastic)
+    throw std::invalid_argument("--precision fp16 and --elastic cannot be combined (the loss scaler's state does not travel to a re-formed group)");
+  if (!o.inject_inf.empty()) {
+    auto colon = o.inject_inf.find(':');
+    if (colon == std::string::npos) throw std::invalid_argument("--debug-inject-inf wants R:K (rank:step), got '" + o.inject_inf + "'");
+    o.cfg.inject_inf_rank = int(parse_int(o.inject_inf.substr(0, colon), "--debug-inject-inf", "a rank (R:K, e.g. 1:5)"));
+    o.cfg.inject_inf_step = parse_int(o.inject_inf.substr(colon + 1), "--debug-inject-inf", "a step (R:K, e.g. 1:5)");
+  }
+  if (o.precision == "fp16") (void)dpt::LossScaler(o.cfg.loss_scaler);  // refuses bad --loss-scale-* values now
+  o.cfg.parallel.zero_stage = o.zero;
+  if (o.overlap_comm == "off") o.no_overlap = true;
+  if (o.device != "cpu" && o.device != "cuda") throw std::invalid_argument("--device '" + o.device + "': valid are cpu, cuda");
+  o.cfg.device = o.device;
+  o.cfg.shuffle = !o.no_shuffle;
+  o.cfg.broadcast_buffers = !o.no_broadcast_buffers;
+  if (!(o.bucket_mb > 0) || o.bucket_mb > 1 << 20)
+    throw std::invalid_argument("--bucket-mb " + fmt("%g", o.bucket_mb) + ": must be a size in MiB, > 0");
+  if (!(o.first_bucket_mb > 0) || o.first_bucket_mb > 1 << 20)
+    throw std::invalid_argument("--first-bucket-mb " + fmt("%g", o.first_bucket_mb) + ": must be a size in MiB, > 0");
+  auto& ddp = o.cfg.parallel.ddp;
+  ddp.bucket_bytes = std::max<size_t>(sizeof(float), size_t(o.bucket_mb * (1 << 20)));
+  ddp.first_bucket_bytes = std::max<size_t>(sizeof(float), size_t(o.first_bucket_mb * (1 << 20)));
+  ddp.overlap = !o.no_overlap;
+  if (o.device_buckets != "auto" && o.device_buckets != "always")
+    throw std::invalid_argument("--device-buckets '" + o.device_buckets + "': valid are auto, always");
+  ddp.force_device_buckets = o.device_buckets == "always";
+  if (o.grad_compress == "none") ddp.wire = dpt::DType::f32;
+  else if (o.grad_compress == "bf16") ddp.wire = dpt::DType::bf16;
+  else if (o.grad_compress == "fp16") ddp.wire = dpt::DType::f16;
+  else throw std::invalid_argument("--grad-compress '" + o.grad_compress + "': valid are none, bf16, fp16");
+  if (!o.uneven.empty()) {
+    auto colon = o.uneven.find(':');
+    if (colon == std::string::npos) throw std::invalid_argument("--debug-uneven wants R:K (rank:batches), got '" + o.uneven + "'");
+    o.cfg.uneven_rank = int(parse_int(o.uneven.substr(0, colon), "--debug-uneven", "a rank (R:K, e.g. 1:7)"));
+    o.cfg.uneven_batches = parse_int(o.uneven.substr(colon + 1), "--debug-uneven", "a batch count (R:K, e.g. 1:7)");
+    if (o.cfg.uneven_rank < 0 || o.cfg.uneven_batches < 0)
+      throw std::invalid_argument("--debug-uneven " + o.uneven + ": rank and batches must be >= 0");
+  }
+  if (!o.switch_backend.empty()) parse_switch(o);
+  if (o.elastic) {
+    const std::string b = o.backend == "auto" ? dpt::backends::resolve("auto") : o.backend;
+    if (b != "tcp")
+      throw std::invalid_argument("--elastic needs --backend tcp: the " + b +
+                                  " backend cannot shrink a world (MPI has no way to drop a dead process and go on)");
+    if (!o.switch_backend.empty()) throw std::invalid_argument("--elastic and --switch-backend cannot be combined");
+    if (o.cfg.elastic_snapshot_every < 1)
+      throw std::invalid_argument("--elastic-snapshot-every must be at least 1, got " + std::to_string(o.cfg.elastic_snapshot_every));
+  }
+  if (o.cfg.resume && o.cfg.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+  if (!o.cfg.checkpoint_dir.empty()) check_writable_dir(o.cfg.checkpoint_dir);
+  dpt::parse_algo(o.algo);
+  o.signals = parse_signals(o.debug_signal);
+}
+
+std::function<void(int64_t, const char*)> signal_hook(const std::vector<SignalHit>& hits, int rank) {
+  if (hits.empty()) return {};
+  // R is the rank this process started with (a re-formed group renumbers).
+  return [rank, hits](int64_t step, const char* phase) {
+    for (const auto& h : hits)
+      if (step == h.step && h.phase == phase && rank == h.rank) ::kill(::getpid(), h.signal);
+  };
+}
+
+}  // namespace train

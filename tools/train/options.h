@@ -1,0 +1,48 @@
+#pragma once
+// train's flags: the groups shared with train_local (model, data, optimisation, run
+// length: tools/*_flags.h) and train's own (backend and algorithm, ZeRO, buckets,
+// precision, checkpoints, elastic, test hooks), and their checks before any rendezvous.
+#include <boost/program_options.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tools/cli.h"
+#include "tools/data_flags.h"
+#include "tools/model_flags.h"
+#include "train/dist_trainer.h"
+
+namespace train {
+
+// --debug-signal R:S:PHASE[:STOP|KILL]: a signal to the process that started as rank R.
+struct SignalHit {
+  int64_t rank = 0, step = 0;
+  std::string phase;
+  int signal = 0;
+};
+
+struct Options {
+  dpt::DistTrainConfig cfg;
+  std::string backend, algo, precision, grad_compress, device, device_buckets, overlap_comm;
+  std::string metrics_out, config_file;
+  std::string switch_backend, switch_to;  // STEP:NAME, and NAME once checked
+  int64_t switch_at = -1;
+  int zero = 0;
+  double bucket_mb = 25, first_bucket_mb = 1;
+  bool no_overlap = false, no_shuffle = false, elastic = false, no_broadcast_buffers = false;
+  std::string uneven, debug_signal, inject_inf;
+  std::vector<SignalHit> signals;
+  dpt::tools::ModelFlags model;
+  dpt::tools::DataFlags data;
+};
+
+// Sets train's defaults in `o` and adds every flag to the parser.
+void add_options(dpt::tools::Cli& cli, Options& o);
+// After notify: fills o.cfg and refuses a bad value (std::invalid_argument naming the flag).
+void check_options(Options& o, const boost::program_options::variables_map& vm);
+// The --debug-signal test hook for the process that started as `rank` (empty: none).
+std::function<void(int64_t, const char*)> signal_hook(const std::vector<SignalHit>& hits, int rank);
+
+}  // namespace train
