@@ -37,7 +37,7 @@ CommOptions CommOptions::from_env() {
   for (const algo::Algorithm* a : algo::all()) {  // each algorithm's own `auto` threshold
     const char* var = a->threshold.env;
     if (!var) continue;
-    const int64_t bytes = env::get_int(var);
+    const int64_t bytes = env::get_int(var, int64_t(a->threshold.default_bytes));
     if (bytes < 0) throw std::invalid_argument(std::string(var) + " must be >= 0");
     o.thresholds.set(var, static_cast<size_t>(bytes));
   }

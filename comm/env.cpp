@@ -1,16 +1,14 @@
 #include "comm/env.h"
 
 #include <cstdlib>
-#include <deque>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
-#include "comm/algorithms/registry.h"
 
 namespace dpt::env {
 
-namespace {
+namespace detail {
 
 // Marks, in the list below, where the registered algorithms' thresholds go.
 constexpr Knob kAlgorithmThresholds{nullptr, "", ""};
@@ -77,36 +75,16 @@ const std::vector<Knob>& declared_knobs() {
   return k;
 }
 
-}  // namespace
+}  // namespace detail
 
-const std::vector<Knob>& knobs() {
-  static const std::vector<Knob> all = [] {
-    static std::deque<std::string> text;  // the generated strings (a deque never moves them)
-    auto keep = [](std::string s) { return text.emplace_back(std::move(s)).c_str(); };
-    std::vector<Knob> out;
-    for (const Knob& k : declared_knobs()) {
-      if (k.name == nullptr) {
-        for (const algo::Algorithm* a : algo::all())
-          if (a->threshold.env)
-            out.push_back({a->threshold.env, keep(std::to_string(a->threshold.default_bytes)), a->threshold.meaning});
-      } else if (std::string_view(k.name) == kAlgo) {
-        std::string names;
-        for (const std::string& n : algo::names()) names += (names.empty() ? "" : ", ") + n;
-        out.push_back({k.name, k.default_value,
-                       keep("collective algorithm: auto, native, or a registered algorithm's name (" + names +
-                            "), which applies to the collectives that have one")});
-      } else {
-        out.push_back(k);
-      }
-    }
-    return out;
-  }();
-  return all;
-}
+using detail::declared_knobs;
 
+// The declared knobs only: the algorithms' thresholds have their defaults with the
+// algorithm (read through get_int(name, fallback)), so the getters need no registry and
+// a program that links only the parsers (tests/fuzz) links this file alone.
 static const Knob* find(const char* name) {
-  for (const auto& k : knobs())
-    if (std::string(k.name) == name) return &k;
+  for (const auto& k : declared_knobs())
+    if (k.name && std::string_view(k.name) == name) return &k;  // (the thresholds' marker has none)
   return nullptr;
 }
 
@@ -127,6 +105,11 @@ int64_t get_int(const char* name) {
     throw std::invalid_argument(std::string("environment variable ") + name + "='" + v +
                                 "' is not an integer");
   }
+}
+
+int64_t get_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? get_int(name) : fallback;
 }
 
 double get_double(const char* name) {

@@ -26,6 +26,9 @@ const std::vector<Knob>& knobs();
 // value does not parse, so a typo never silently becomes a default.
 std::string get_string(const char* name);
 int64_t get_int(const char* name);
+// The variable's value when it is set, else `fallback` (knobs whose default lives with
+// their owner: an algorithm's threshold).
+int64_t get_int(const char* name, int64_t fallback);
 double get_double(const char* name);
 bool get_bool(const char* name);  // 1/0, true/false, on/off, yes/no
 // COMM_RENDEZVOUS_TIMEOUT_S as a duration; std::invalid_argument unless positive.

@@ -132,9 +132,9 @@ void print_header(const Options& o, Communicator& c, const std::string& backend)
               o.algo.c_str(), o.in_place ? "in-place" : "out-of-place", o.blocking ? "blocking" : "non-blocking");
   std::printf("#  minBytes %zu maxBytes %zu step: %zu(factor) warmup iters: %d iters: %d validation: %d\n", o.min_bytes,
               o.max_bytes, o.factor, o.warmup, o.iters, o.check ? 1 : 0);
-  std::printf("#  COMM_TCP_SHM=%s COMM_SEGMENT_BYTES=%s COMM_TREE_MAX_BYTES=%s\n",
+  std::printf("#  COMM_TCP_SHM=%s COMM_SEGMENT_BYTES=%s COMM_TREE_MAX_BYTES=%zu\n",
               env::get_string("COMM_TCP_SHM").c_str(), env::get_string(env::kSegmentBytes).c_str(),
-              env::get_string(env::kTreeMaxBytes).c_str());
+              c.options().thresholds.get(env::kTreeMaxBytes));
   std::printf("#\n");
   std::printf("# %10s %12s %9s %6s %8s %11s %9s %9s %6s\n", "size", "count", "type", "redop", "algo", "time_us", "algbw",
               "busbw", "wrong");

@@ -158,7 +158,10 @@ TEST_CASE("registry: each threshold is declared once, by its algorithm, and list
     INFO(a->name << " " << coll_name(a->kind) << ": " << a->threshold.env);
     CHECK(algo::find_threshold(a->threshold.env) == a);
     CHECK(std::string(a->threshold.meaning).size() > 10);
-    CHECK(env::get_int(a->threshold.env) == int64_t(a->threshold.default_bytes));  // unset: the default
+    // Unset: the default the algorithm declares, in the knobs' list and through the getter.
+    CHECK(env::get_int(a->threshold.env, int64_t(a->threshold.default_bytes)) == int64_t(a->threshold.default_bytes));
+    for (const env::Knob& k : env::knobs())
+      if (std::string(k.name) == a->threshold.env) CHECK(std::string(k.default_value) == std::to_string(a->threshold.default_bytes));
     CHECK(CommOptions().thresholds.get(a->threshold.env) == a->threshold.default_bytes);
     CHECK(knob_names.count(a->threshold.env) == 1);
   }
