@@ -45,7 +45,7 @@ for k in $KERNELS; do
   if ((rc)); then
     status=1
     sed -n '/The following tests FAILED/,$p' "$log"
-    grep -E '^ *[0-9]+: .*FAIL' "$log" | head -20
+    grep -E 'FAIL|MISMATCH|Timeout' "$log" | grep -v 'The following' | head -20
   fi
 done
 exit $status
