@@ -38,9 +38,11 @@ inline void add_data_aliases(Cli& cli) { cli.alias("data", "data-dir"); }
 
 // Call after notify: the image options and the documents file.
 inline void apply_data_options(const DataFlags& f, uint64_t seed, ImageOptions& image, std::string& data_dir,
-                               std::string& jsonl_field) {
+                               std::string& jsonl_field, std::string& tokenizer_dir) {
   image = image_options(f.image, seed);
   apply_doc_flags(f.docs, data_dir, jsonl_field, "--data-dir");
+  check_tokenizer_dir(f.docs.tokenizer_dir);
+  tokenizer_dir = f.docs.tokenizer_dir;
 }
 
 }  // namespace dpt::tools

@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     if (cfg.model != "gpt2") cfg.init_from = model_flags.gpt2.init_from;
     // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
     if (cfg.model == "gpt2" && cfg.dataset.empty()) cfg.dataset = "text";
-    dpt::tools::apply_data_options(data_flags, cfg.seed, cfg.image, cfg.data_path, cfg.jsonl_field);
+    dpt::tools::apply_data_options(data_flags, cfg.seed, cfg.image, cfg.data_path, cfg.jsonl_field, cfg.tokenizer_dir);
   });
   if (rc) return *rc;
   cfg.on_log = [](const std::string& line) {

@@ -79,6 +79,7 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   DatasetOptions opts;
   opts.path = config_.data_dir;
   opts.jsonl_field = config_.jsonl_field;
+  opts.tokenizer_dir = config_.tokenizer_dir;
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
   opts.image = config_.image;
   train_ = make_dataset(ds, Split::train, opts);

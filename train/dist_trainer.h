@@ -52,6 +52,7 @@ struct DistTrainConfig {
   std::string dataset;           // empty: fashion-mnist (mlp, cnn), text (gpt), synthetic (toy)
   std::string data_dir;
   std::string jsonl_field;       // text-docs: the documents are this field of JSON lines
+  std::string tokenizer_dir;     // text-docs: GPT-2's vocabulary (empty: the installed one)
   ModelConfig model_config;
   int epochs = 1;
   int64_t steps = 0;             // > 0: stop after this many steps

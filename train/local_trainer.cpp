@@ -47,6 +47,7 @@ LocalTrainer::LocalTrainer(LocalTrainConfig config) : config_(std::move(config))
   DatasetOptions opts;
   opts.path = config_.data_path;
   opts.jsonl_field = config_.jsonl_field;
+  opts.tokenizer_dir = config_.tokenizer_dir;
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
   opts.stride = config_.text_stride;
   opts.seed = config_.seed;

@@ -39,6 +39,7 @@ struct LocalTrainConfig {
                                    // synthetic-regression for toy
   std::string data_path;           // empty: the dataset's default location
   std::string jsonl_field;         // text-docs: the documents are this field of JSON lines
+  std::string tokenizer_dir;       // text-docs: GPT-2's vocabulary (empty: the installed one)
   ImageOptions image;              // image datasets: padding to a size for both splits,
                                    // augmentation for the training split only
   ModelConfig model_config;

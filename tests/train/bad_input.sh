@@ -33,6 +33,7 @@ expect 2 "--debug-inject-inf: 'x' is not a step" -- --debug-inject-inf 1:x
 expect 2 "--augment: unknown augmentation 'flip' \(valid: none, crop-flip\)" -- --augment flip
 expect 2 "--image-size must be >= 0, got -2" -- --image-size -2
 expect 2 "give --data-file or --data-dir, not both" -- --data-file a.txt --data-dir b.txt
+expect 2 "--tokenizer '$work/no_vocab': no such directory" -- --model gpt2 --dataset text-docs --tokenizer "$work/no_vocab"
 touch "$work/a_file"
 expect 2 "--checkpoint-dir '$work/a_file/x': cannot create it" -- --checkpoint-dir "$work/a_file/x"
 mkdir -p "$work/ro" && chmod 500 "$work/ro"

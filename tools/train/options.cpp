@@ -151,7 +151,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
 
 void check_options(Options& o, const po::variables_map& vm) {
   dpt::tools::apply_model_options(o.cfg.model, vm, o.model, o.cfg.model_config);
-  dpt::tools::apply_data_options(o.data, o.cfg.seed, o.cfg.image, o.cfg.data_dir, o.cfg.jsonl_field);
+  dpt::tools::apply_data_options(o.data, o.cfg.seed, o.cfg.image, o.cfg.data_dir, o.cfg.jsonl_field, o.cfg.tokenizer_dir);
   // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
   if (o.cfg.model == "gpt2" && o.cfg.dataset.empty()) o.cfg.dataset = "text";
   if (o.zero < 0 || o.zero > 3) throw std::invalid_argument("--zero " + std::to_string(o.zero) + ": valid stages are 0, 1, 2, 3");
