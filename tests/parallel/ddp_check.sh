@@ -4,7 +4,7 @@
 # Each scenario runs `train` twice (or more) and compares with compare_runs.
 set -euo pipefail
 bin=$1 scenario=$2 n=${3:-2}
-source "$(dirname "$0")/check_lib.sh"
+source "$(dirname "$0")/../support/check_lib.sh"
 common=(--model mlp --optimizer sgd --momentum 0.9 --lr 0.05 --no-shuffle --log-every 1 --max-eval-samples 512)
 zcommon=(--model mlp --optimizer adam --lr 1e-3 --lr-schedule constant --no-shuffle --log-every 1 --max-eval-samples 256
          --bucket-mb 0.25 --first-bucket-mb 0.05)
@@ -130,10 +130,10 @@ case $scenario in
     cmp_runs b0 b1 --rtol 0
     cmp_runs b2 b3 --rtol 0
     if [[ $n == 2 ]]; then cmp_runs b0 b2 --rtol 0
-    else "$(dirname "$0")/loss_curves.py" "$work/b0.jsonl" "$work/b2.jsonl" --window 10 --mean-rtol 0.02 --step-rtol 0.1; fi
+    else "$(dirname "$0")/../support/loss_curves.py" "$work/b0.jsonl" "$work/b2.jsonl" --window 10 --mean-rtol 0.02 --step-rtol 0.1; fi
     # The README: bf16's loss curve is fp32's, 10-step means within 2% and every step
     # within 10% (measured 0.5% and 3.0%; per-step alone scatters with the kernel's rounding).
-    "$(dirname "$0")/loss_curves.py" "$work/f2.jsonl" "$work/b2.jsonl" --window 10 --mean-rtol 0.02 --step-rtol 0.1
+    "$(dirname "$0")/../support/loss_curves.py" "$work/f2.jsonl" "$work/b2.jsonl" --window 10 --mean-rtol 0.02 --step-rtol 0.1
     # 2. bf16 on the wire: gradient + parameter bytes per step are half of fp32's.
     for z in 2 3; do
       [[ $z == 3 ]] && run f3 mpi "$n" "${zcommon[@]}" --backend mpi --steps 50 --batch-size 32 --zero 3

@@ -15,7 +15,7 @@
 #             evaluation of the model it saved.
 set -euo pipefail
 bin=$1 scenario=$2 n=${3:-2}
-source "$(dirname "$0")/check_lib.sh"
+source "$(dirname "$0")/../support/check_lib.sh"
 # ResNet-18 (imagenet stem) on Fashion-MNIST as stored (1x28x28): small batches keep it fast.
 rcommon=(--model resnet18 --optimizer sgd --momentum 0.9 --lr 0.01 --lr-schedule constant --no-shuffle --log-every 1
          --max-eval-samples 64)
@@ -75,7 +75,7 @@ PY
     run single "$bin/train" "${scommon[@]}" --lr 0.002 --steps 1 --batch-size 6
     same_updates() {
       "$bin/compare_runs" --metrics "$work/single.jsonl" "$work/$1.jsonl" --rtol 1e-4 | grep "^losses" || { echo "FAIL: $1's losses"; exit 1; }
-      "$(dirname "$0")/update_diff.py" "$work/init/model.safetensors" "$work/single/model.safetensors" "$work/$1/model.safetensors" --max 1e-3 --buffers-rtol 1e-4 ||
+      "$(dirname "$0")/../support/update_diff.py" "$work/init/model.safetensors" "$work/single/model.safetensors" "$work/$1/model.safetensors" --max 1e-3 --buffers-rtol 1e-4 ||
         { echo "FAIL: $1's updates are not the global batch's"; exit 1; }
     }
     run sync launch "$n" "${scommon[@]}" --lr 0.002 --steps 1 --batch-size $((6 / n)) --sync-bn
@@ -83,7 +83,7 @@ PY
     same_updates sync
     # Without SyncBatchNorm each rank normalises its own samples: not the same model.
     run plain launch "$n" "${scommon[@]}" --lr 0.002 --steps 1 --batch-size $((6 / n))
-    "$(dirname "$0")/update_diff.py" "$work/init/model.safetensors" "$work/single/model.safetensors" "$work/plain/model.safetensors" --min 0.5 ||
+    "$(dirname "$0")/../support/update_diff.py" "$work/init/model.safetensors" "$work/single/model.safetensors" "$work/plain/model.safetensors" --min 0.5 ||
       { echo "FAIL: plain BatchNorm's updates are the global batch's"; exit 1; } ;;
   tutorial)
     # The DDP tutorial's job, shortened: ResNet-18 on Fashion-MNIST padded to 32x32 with

@@ -9,7 +9,7 @@
 set -euo pipefail
 cr=$(realpath -- "$1")
 [[ -x $cr ]] || { echo "FAIL: no compare_runs at '$1'"; exit 1; }
-here=$(cd "$(dirname "$0")/../support" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"

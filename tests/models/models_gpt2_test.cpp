@@ -1,7 +1,7 @@
 // gpt2 (Hugging Face's GPT2LMHeadModel in C++): its names and shapes, sizes by name,
 // initialisation, dropout's determinism, the loss over ignored targets and the
 // sum/count API a data-parallel trainer normalises with, and F16/BF16 safetensors.
-// The forward/backward against PyTorch is tests/gpt2/hf_reference.py.
+// The forward/backward against PyTorch is tests/models/gpt2/hf_reference.py.
 #include <catch2/catch.hpp>
 
 #include <cmath>

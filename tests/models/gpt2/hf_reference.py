@@ -9,7 +9,7 @@ Terms:
              x += c_proj(attn(ln_1(x))), x += mlp.c_proj(gelu_new(mlp.c_fc(ln_2(x)))),
              Conv1D y = x W + b with W [in, out], causal softmax attention, ln_f,
              logits = x wte^T, F.cross_entropy(ignore_index=-100); gradients by autograd.
-  ours       tests/gpt2/gpt2_forward (the C++ model) on the same file and batch.
+  ours       tests/models/gpt2/gpt2_forward (the C++ model) on the same file and batch.
   rel error  max |ours - reference| / max |reference| over a whole tensor.
 
 Checks (each prints one line; any failure exits 1):
@@ -39,7 +39,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 import st_io  # noqa: E402  (the independent safetensors reader/writer)
 
 LAYERS, WIDTH, HEADS, VOCAB, POSITIONS = 2, 64, 4, 300, 32

@@ -11,7 +11,7 @@
 #            scaler mid-window at the checkpoint and a skipped step before it.
 set -euo pipefail
 bin=$1 scenario=$2 n=${3:-2}
-source "$(dirname "$0")/check_lib.sh"
+source "$(dirname "$0")/../support/check_lib.sh"
 fcommon=(--model mlp --optimizer sgd --momentum 0.9 --lr 0.05 --lr-schedule constant --no-shuffle --log-every 1
          --max-eval-samples 256 --batch-size 32 --backend tcp --precision fp16 --loss-scale-init 1024)
 launch() { local np=$1; shift; "$bin/launch" -n "$np" "$bin/train" "$@"; }

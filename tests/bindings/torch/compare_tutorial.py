@@ -4,7 +4,7 @@
 is the same within --rtol (default 1e-6, relative).
 
   compare_tutorial.py --launcher launch|torchrun|mpirun --np 2 --build build \\
-      tests/torch/tutorials/ddp_toy.py [program args]
+      tests/bindings/torch/tutorials/ddp_toy.py [program args]
 
 launch: build/bin/launch; torchrun: python3 -m torch.distributed.run; mpirun: Open MPI,
 the dpt run with DPT_BACKEND=mpi (dpt_torch fills RANK/WORLD_SIZE/MASTER_* from it).

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "models/gemm.h"
-#include "tests/training/gemm_test_cases.h"
+#include "tests/models/gemm_test_cases.h"
 #include "models/models.h"
 
 using namespace dpt;

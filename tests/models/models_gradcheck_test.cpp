@@ -202,7 +202,7 @@ TEST_CASE("gradcheck: BasicBlock with and without downsample", "[models][gradche
   // Two ReLUs behind BatchNorm: nudging one weight moves every activation of the batch,
   // so a probe of +-eps straddles some ReLU kink far more often than in a lone layer.
   // A smaller eps (float32 noise stays ~1e-3 of these gradients) and kink skipping keep
-  // that rare; the tolerance is 2%. tests/training/torch_ref checks the same blocks
+  // that rare; the tolerance is 2%. tests/models/torch_ref checks the same blocks
   // against PyTorch in float64 to 1e-4.
   CheckOptions opt;
   opt.skip_kinks = true;

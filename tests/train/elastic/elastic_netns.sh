@@ -10,7 +10,7 @@ set -u
 bin=$1
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
-source "$(dirname "$0")/../support/two_hosts.sh"
+source "$(dirname "$0")/../../support/two_hosts.sh"
 port=29611
 work=$(mktemp -d)
 pa="" pb=""

@@ -1,4 +1,4 @@
-// gpt2_forward: the C++ side of tests/gpt2/hf_reference.py. Loads a Hugging Face style
+// gpt2_forward: the C++ side of tests/models/gpt2/hf_reference.py. Loads a Hugging Face style
 // GPT-2 safetensors file into our gpt2, runs one forward, loss and backward on a given
 // batch, and writes what it computed (logits, loss sum, target count, mean loss, every
 // parameter's gradient as "grad.<name>") to an F32 safetensors file that the Python

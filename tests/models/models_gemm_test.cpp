@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "models/gemm.h"
-#include "tests/training/gemm_test_cases.h"
+#include "tests/models/gemm_test_cases.h"
 
 using namespace dpt;
 using namespace dpt::test;

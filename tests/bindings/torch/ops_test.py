@@ -2,8 +2,8 @@
 PyTorch: each rank builds every rank's input from (rank, seed), so it knows what the
 collective must return. Run under any launcher at any world size >= 2:
 
-  build/bin/launch -n 3 /usr/bin/python3 tests/torch/ops_test.py
-  mpirun -np 3 env DPT_BACKEND=mpi /usr/bin/python3 tests/torch/ops_test.py
+  build/bin/launch -n 3 /usr/bin/python3 tests/bindings/torch/ops_test.py
+  mpirun -np 3 env DPT_BACKEND=mpi /usr/bin/python3 tests/bindings/torch/ops_test.py
 
 Checks exact equality where the reduction order cannot matter (integers, min, max,
 two ranks) and closeness otherwise; prints `ops_test: N checks passed` on success.

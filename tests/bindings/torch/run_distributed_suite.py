@@ -19,7 +19,7 @@ pass of one of its ranks (<backend>_ws<N>.jsonl.ranks), or when dpt's run of
 distributed_suite_main.py exited non-zero without a gloo reference to explain it.
 
 The whole suite (about an hour on 2 cores):
-  /usr/bin/python3 tests/torch/run_distributed_suite.py --build build --out suite
+  /usr/bin/python3 tests/bindings/torch/run_distributed_suite.py --build build --out suite
 A few tests (the CTest torch.suite_subset):
   ... --backends dpt --world-sizes 2 --tests test_all_reduce_sum,test_barrier --require-pass
 """
