@@ -1,5 +1,6 @@
 #include "comm/communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/algorithms/registry.h"
@@ -60,7 +61,35 @@ Communicator::Communicator(int rank, int size, CommOptions options)
 
 Communicator::~Communicator() { shutdown_worker(); }
 
-void Communicator::shutdown_worker() { queue_->stop(); }
+void Communicator::shutdown_worker() {
+  for (auto& g : topology_groups_) g.reset();
+  queue_->stop();
+}
+
+void Communicator::set_host_digests(const std::vector<uint64_t>& digests) {
+  if (int(digests.size()) != size_)
+    throw std::logic_error("set_host_digests: " + std::to_string(digests.size()) + " digests for " + std::to_string(size_) +
+                           " ranks");
+  topology_ = Topology(apply_fake_hosts(digests), rank_);
+}
+
+Communicator& Communicator::topology_group(int which) {
+  auto& group = topology_groups_[which];
+  if (group) return *group;
+  const Topology& t = topology_;
+  std::vector<int> members;
+  if (which == 0) {
+    members = t.ranks_of_host(t.my_host());
+  } else if (which == 1) {
+    for (int h = 0; h < t.hosts(); ++h)
+      if (t.local_rank() < int(t.ranks_of_host(h).size())) members.push_back(t.ranks_of_host(h)[size_t(t.local_rank())]);
+  } else {
+    members = t.host_order();
+  }
+  const int me = int(std::find(members.begin(), members.end(), rank_) - members.begin());
+  group = make_topology_group(*this, std::move(members), me, which);
+  return *group;
+}
 
 QueueStats Communicator::queue_stats() const { return queue_->stats(); }
 
@@ -208,7 +237,8 @@ WorkPtr Communicator::barrier_async() {
 Algo Communicator::resolve_algo(const CollArgs& a) const {
   Algo requested = a.algo == Algo::automatic ? options_.algo : a.algo;
   const bool native_ok = native_supports(a);
-  return algo::select(a, requested, size_, native_ok, native_ok && native_preferred(a), options_.thresholds);
+  return algo::select(a, requested, size_, native_ok, native_ok && native_preferred(a), options_.thresholds,
+                      topology_);
 }
 
 bool Communicator::takes_device_collective(CollKind kind, DType dtype, size_t count, ReduceOp op) const {

@@ -27,6 +27,7 @@
 
 #include "comm/algorithms/algo.h"
 #include "comm/error.h"
+#include "comm/topology.h"
 #include "comm/traffic.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -163,6 +164,20 @@ class Communicator {
   void abort(const std::string& reason);
   bool aborted() const { return aborted_.load(); }
 
+  // Which ranks share a host (comm/topology.h). The backend sets it when it builds the
+  // communicator (from every rank's host_id_digest, after COMM_FAKE_HOSTS); a split
+  // inherits its parent's; one host when the backend does not know.
+  const Topology& topology() const { return topology_; }
+  void set_host_digests(const std::vector<uint64_t>& digests);
+  // For the hierarchical algorithms, on the thread running a collective: the ranks of
+  // this rank's host, the ranks with this rank's local rank on every host, and every
+  // rank in host order. Built on first use from the topology alone (every rank derives
+  // the same members, so no message is needed), then kept; they run on this
+  // communicator's point-to-point calls in tag spaces of their own.
+  Communicator& host_group() { return topology_group(0); }
+  Communicator& cross_host_group() { return topology_group(1); }
+  Communicator& host_ordered_group() { return topology_group(2); }
+
   // Operations and payload bytes this communicator carried so far (comm/traffic.h).
   Traffic traffic() const;
   // Takes the communicator out of service without touching its peers (a trainer that
@@ -187,6 +202,7 @@ class Communicator {
   virtual void algorithm_ends() {}
 
  protected:
+  void set_topology(Topology t) { topology_ = std::move(t); }
   // Raw tagged point-to-point: must be callable from several threads at once, must not
   // block, and must fail (not hang) when the peer is gone. Messages between one pair
   // with one tag are matched in order.
@@ -230,6 +246,7 @@ class Communicator {
   void check_device(const Buffer& b, const char* op) const;
   void check_in_service(const char* op, int peer = -1) const;
   void count(uint64_t sent, uint64_t received);
+  Communicator& topology_group(int which);
 
   int rank_;
   int size_;
@@ -243,6 +260,8 @@ class Communicator {
   std::atomic<uint64_t> ops_{0}, bytes_sent_{0}, bytes_received_{0};
   std::exception_ptr broken_;      // first error: later collectives fail fast with it
   std::unique_ptr<device::DeviceStaging> staging_;  // used by whoever runs a collective; made on first use
+  Topology topology_;
+  std::unique_ptr<Communicator> topology_groups_[3];  // host_group, cross_host_group, host_ordered_group
   std::unique_ptr<CollectiveQueue> queue_;          // the order of collectives and who runs them
 };
 

@@ -56,6 +56,10 @@ const std::vector<Knob>& declared_knobs() {
       {kStagingSegmentBytes, "4194304",
        "device buffers on a backend that moves host memory: bytes per pipelined staging segment (device-to-host copy, "
        "collective and host-to-device copy of successive segments overlap)"},
+      {"COMM_FAKE_HOSTS", "",
+       "tests and benchmarks only: H, H:block or H:cyclic = the ranks are taken to sit on H hosts, numbered by blocks or "
+       "round robin (the hierarchical algorithms then run on one machine); unset: hosts from each rank's host id "
+       "(hostname, boot id, network namespace)"},
       {kEmulateDevice, "0",
        "tests only: 1 = cuda:0 is emulated with host memory, so the device-buffer paths run on a machine without a GPU"},
       {kElasticSettleS, "10",

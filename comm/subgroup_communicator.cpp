@@ -8,7 +8,9 @@ namespace dpt {
 SubgroupCommunicator::SubgroupCommunicator(Communicator& root, std::vector<int> members, int my_rank,
                                            uint64_t context)
     : Communicator(my_rank, static_cast<int>(members.size()), root.options()),
-      root_(root), members_(std::move(members)), context_(context) {}
+      root_(root), members_(std::move(members)), context_(context) {
+  set_topology(Topology::of_members(root.topology(), members_, my_rank));
+}
 
 SubgroupCommunicator::~SubgroupCommunicator() { shutdown_worker(); }
 
@@ -38,6 +40,19 @@ std::unique_ptr<Communicator> SubgroupCommunicator::do_split(int color, int key)
   uint64_t h = context_ * 1000003u + serial * 7919u + uint64_t(color) * 104729u;
   uint64_t ctx = 1 + (h % ((uint64_t{1} << 22) - 2));
   return std::make_unique<SubgroupCommunicator>(root_, root_members, new_rank, ctx);
+}
+
+std::unique_ptr<Communicator> make_topology_group(Communicator& c, std::vector<int> members, int my_rank, int which) {
+  // split()'s contexts are hashes in [1, 2^22 - 2]; these lie above, so a topology
+  // group's messages never meet a split's. A raw tag (context << 40 | tag) stays < 2^63.
+  constexpr uint64_t kBase = uint64_t{1} << 22;
+  if (auto* sub = dynamic_cast<SubgroupCommunicator*>(&c)) {
+    // Groups of a subgroup talk to its root directly, like its splits.
+    for (int& m : members) m = sub->root_rank(m);
+    const uint64_t ctx = kBase + 3 + (sub->context_id() * 3 + uint64_t(which)) % (kBase - 4);
+    return std::make_unique<SubgroupCommunicator>(sub->root(), std::move(members), my_rank, ctx);
+  }
+  return std::make_unique<SubgroupCommunicator>(c, std::move(members), my_rank, kBase + uint64_t(which));
 }
 
 std::vector<int> split_members(Communicator& parent, int color, int key, int* my_new_rank) {

@@ -37,6 +37,11 @@ class SubgroupCommunicator : public Communicator {
   int split_serial_ = 0;  // splits made from this group; split is collective, so it matches
 };
 
+// A group of `c`'s ranks (`members`, ranks of c) chosen from its topology, for
+// Communicator::host_group and the like: no message is exchanged. `which` (0, 1, 2)
+// gives each of c's topology groups a tag space of its own, above split()'s.
+std::unique_ptr<Communicator> make_topology_group(Communicator& c, std::vector<int> members, int my_rank, int which);
+
 // Collective over `parent`: exchanges (color, key), then returns the sorted members of
 // this rank's color, or {} for kUndefinedColor.
 std::vector<int> split_members(Communicator& parent, int color, int key, int* my_new_rank);

@@ -82,7 +82,7 @@ pid_t spawn(const Options& o, const Rank& k, int out_fd, int err_fd) {
   ::signal(SIGPIPE, SIG_DFL);
   ::dup2(out_fd, 1);
   ::dup2(err_fd, 2);
-  const std::string world = std::to_string(o.world_max()), rank = std::to_string(o.node_rank * o.nproc + k.slot),
+  const std::string world = std::to_string(o.world_max()), rank = std::to_string(o.global_rank(k.slot)),
                     local = std::to_string(k.slot), local_n = std::to_string(o.nproc), port = std::to_string(o.master_port);
   ::setenv("RANK", rank.c_str(), 1);
   ::setenv("WORLD_SIZE", world.c_str(), 1);
@@ -129,7 +129,7 @@ bool start(const Options& o, Rank& k) {
 
 std::string prefix_of(const Options& o, const Rank& k) {
   if (!o.prefix) return "";
-  const std::string r = std::to_string(o.node_rank * o.nproc + k.slot);
+  const std::string r = std::to_string(o.global_rank(k.slot));
   return k.incarnation == 0 ? "[rank " + r + "] " : "[rank " + r + " restart " + std::to_string(k.incarnation) + "] ";
 }
 
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
         k.running = false;
         k.status = status;
         if (!failed(status) || (k.killed_by_us && stopping)) continue;
-        say("rank " + std::to_string(o.node_rank * o.nproc + k.slot) + (o.elastic ? " (" + k.id + ")" : "") + " " +
+        say("rank " + std::to_string(o.global_rank(k.slot)) + (o.elastic ? " (" + k.id + ")" : "") + " " +
             describe_status(status));
         if (first_failed >= 0 || interrupted_by) continue;
         if (elastic && !elastic->done()) survive(r);
@@ -317,7 +317,7 @@ int main(int argc, char** argv) {
         if (k.running) {
           any = true;
           ::kill(-k.pid, SIGKILL);
-          say("rank " + std::to_string(o.node_rank * o.nproc + k.slot) + " did not stop within the grace period: sent SIGKILL");
+          say("rank " + std::to_string(o.global_rank(k.slot)) + " did not stop within the grace period: sent SIGKILL");
         }
       kill_at = any ? Clock::now() + std::chrono::seconds(5) : Clock::time_point::max();
     }
@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
   };
   if (first_failed >= 0) {
     const Rank& k = ranks[static_cast<size_t>(first_failed)];
-    say("job failed: rank " + std::to_string(o.node_rank * o.nproc + k.slot) + " " + describe_status(k.status));
+    say("job failed: rank " + std::to_string(o.global_rank(k.slot)) + " " + describe_status(k.status));
     return exit_for(k.status);
   }
   if (interrupted_by) return 128 + interrupted_by;

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/host_identity.h"
 #include "comm/log.h"
 
 namespace dpt::tcp {
@@ -110,20 +111,6 @@ ShmChannel::ShmChannel(void* base, size_t bytes, bool lower) : base_(base), byte
 }
 
 ShmChannel::~ShmChannel() { ::munmap(base_, bytes_); }
-
-std::string local_host_id() {
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  std::string boot;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot);
-  // Network namespaces on one machine share the hostname, the boot id and (usually)
-  // /dev/shm, yet they stand for separate hosts (containers, the multi-host fault test):
-  // their ranks must talk over the network, so the namespace is part of the identity.
-  char net[128] = {0};
-  ssize_t len = ::readlink("/proc/self/ns/net", net, sizeof net - 1);
-  return std::string(host) + "|" + boot + "|" + (len > 0 ? std::string(net, size_t(len)) : "");
-}
 
 std::vector<ShmChannelPtr> setup_shm_channels(Store& store, const ShmConfig& c) {
   const int n = c.world, r = c.rank;

@@ -3,7 +3,7 @@
 // one segment (shm_ring.h) per such pair.
 //
 // Terms:
-//   host id  - "<hostname>|<boot id>": equal on two ranks means they may share memory.
+//   host id  - comm/host_identity.h: equal on two ranks means they may share memory.
 //              Containers on one host share the boot id but maybe not /dev/shm, so
 //              equality is only a hint: the pair confirms by mapping the segment.
 //   segment name - "/dpt-<job id>-<comm id>-<i>-<j>" (i < j), unique per job and
@@ -62,7 +62,5 @@ struct ShmConfig {
 // peer does not take part in time; falls back to TCP (logged) on any shm failure.
 std::vector<ShmChannelPtr> setup_shm_channels(Store& store, const ShmConfig& cfg);
 
-// "<hostname>|<boot id>|<network namespace>" (e.g. "net:[4026531840]").
-std::string local_host_id();
 
 }  // namespace dpt::tcp

@@ -16,6 +16,7 @@
 
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/tcp_communicator.h"
+#include "comm/host_identity.h"
 #include "comm/env.h"
 #include "comm/store/job_token.h"
 #include "comm/log.h"
@@ -42,6 +43,16 @@ struct MeetIn {
   ErrorContext ctx;
 };
 
+// Every rank's host_id_digest, through the store ("<prefix>/hostid/<r>").
+static std::vector<uint64_t> exchange_host_digests(Store& store, const MeetIn& m) {
+  store.set(m.prefix + "/hostid/" + std::to_string(m.rank), std::to_string(host_id_digest(local_host_id())));
+  std::vector<uint64_t> out(size_t(m.world));
+  for (int r = 0; r < m.world; ++r)
+    out[size_t(r)] = r == m.rank ? host_id_digest(local_host_id())
+                                 : std::stoull(store.get(m.prefix + "/hostid/" + std::to_string(r), m.timeout));
+  return out;
+}
+
 // Mesh, shared-memory channels and arena, all negotiated through `store`.
 static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store, const MeetIn& m, CommOptions options,
                                                    std::shared_ptr<TcpStoreServer> server) {
@@ -64,6 +75,10 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   if (mesh.rejected_connections > 0)
     log::warn("tcp rendezvous: {} stray connection(s) were rejected", mesh.rejected_connections);
   log::debug("tcp: mesh of {} ranks ready (listening on {})", m.world, cfg.listen_host);
+
+  // Every rank's host (comm/topology.h): for the hierarchical algorithms, whatever the
+  // shared-memory settings say.
+  const std::vector<uint64_t> hosts = exchange_host_digests(*store, m);
 
   // Same-host peers: shared-memory rings next to (not instead of) their connection.
   tcp::ShmConfig shm;
@@ -101,8 +116,10 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   arena.ctx = m.ctx;
   std::unique_ptr<tcp::ShmArena> coll_arena = tcp::setup_shm_arena(*store, arena);
   log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
-  return std::make_unique<TcpCommunicator>(m.rank, m.world, options, std::move(mesh.peers), std::move(store),
-                                           std::move(server), std::move(channels), std::move(coll_arena));
+  auto comm = std::make_unique<TcpCommunicator>(m.rank, m.world, options, std::move(mesh.peers), std::move(store),
+                                                std::move(server), std::move(channels), std::move(coll_arena));
+  comm->set_host_digests(hosts);
+  return comm;
 }
 
 std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, CommOptions options) {

@@ -7,15 +7,19 @@ namespace dpt::algo {
 
 // Every algorithm, one line each, by the name of the `Algorithm` its file defines. For
 // each collective, `auto` takes the first listed whose auto_picks accepts: on 2 ranks
-// recursive doubling up to its threshold (COMM_RD_MAX_BYTES), else the tree up to its
-// own (COMM_TREE_MAX_BYTES), else the ring. Thresholds appear in launch --print-env in
+// recursive doubling up to its threshold (COMM_RD_MAX_BYTES); on several hosts with
+// several ranks each, the hierarchical algorithm from its threshold
+// (COMM_HIERARCHICAL_MIN_BYTES); else the tree up to its own (COMM_TREE_MAX_BYTES), else
+// the ring. Thresholds appear in launch --print-env in
 // this order.
 #define DPT_ALGORITHMS(X)           \
   X(recursive_doubling_allreduce)   \
+  X(hierarchical_allreduce)         \
   X(tree_allreduce)                 \
   X(ring_allreduce)                 \
   X(ring_reduce_scatter)            \
   X(ring_allgather)                 \
+  X(hierarchical_broadcast)         \
   X(tree_broadcast)                 \
   X(tree_reduce)                    \
   X(linear_gather)                  \
@@ -59,11 +63,12 @@ const Algorithm* find_threshold(std::string_view env) {
   return nullptr;
 }
 
-const Algorithm& auto_pick(CollKind kind, size_t bytes, int world, const AlgoThresholds& thresholds) {
+const Algorithm& auto_pick(CollKind kind, size_t bytes, int world, const AlgoThresholds& thresholds,
+                           const Topology& topology) {
   for (const Algorithm* a : all()) {
     if (a->kind != kind) continue;
     const size_t max_bytes = a->threshold.env ? thresholds.get(a->threshold) : 0;
-    if (a->auto_picks(AutoInput{bytes, world, max_bytes})) return *a;
+    if (a->auto_picks(AutoInput{bytes, world, max_bytes, topology.hosts(), topology.uniform_local_size()})) return *a;
   }
   throw std::logic_error(std::string("no algorithm registered for ") + coll_name(kind));
 }

@@ -39,9 +39,12 @@ struct Threshold {
 };
 
 struct AutoInput {
-  size_t bytes;      // the result's size (allgather: all ranks' parts together)
+  size_t bytes;        // the result's size (allgather: all ranks' parts together)
   int world;
-  size_t max_bytes;  // this algorithm's threshold (0 when it declares none)
+  size_t max_bytes;    // this algorithm's threshold (0 when it declares none); for the
+                       // hierarchical algorithms, the size from which `auto` takes them
+  int hosts = 1;       // the communicator's hosts (comm/topology.h)
+  int local_size = 0;  // ranks per host when every host has as many, else 0
 };
 
 struct Algorithm {
@@ -70,7 +73,8 @@ const Algorithm* find_any(std::string_view name);
 const Algorithm* find_threshold(std::string_view env);
 // The one `auto` takes for `kind` (see "auto order"), each algorithm's threshold taken
 // from `thresholds`.
-const Algorithm& auto_pick(CollKind kind, size_t bytes, int world, const AlgoThresholds& thresholds);
+const Algorithm& auto_pick(CollKind kind, size_t bytes, int world, const AlgoThresholds& thresholds,
+                           const Topology& topology = Topology());
 // Every registered name, once each, in list order.
 std::vector<std::string> names();
 // The collectives registered under `name`, in list order ("allreduce", "broadcast", ...).

@@ -5,13 +5,13 @@
 namespace dpt::algo {
 
 Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok, bool native_preferred,
-            const AlgoThresholds& t) {
+            const AlgoThresholds& t, const Topology& topology) {
   if (requested == Algo::native) return Algo::native;  // caller checks native_ok
   if (requested == Algo::automatic && native_ok && native_preferred) return Algo::native;
   if (requested != Algo::automatic)
     if (const Algorithm* named = find(a.kind, requested.name())) return Algo::of(*named);
   const size_t bytes = a.kind == CollKind::allgather ? a.send.bytes() * world_size : a.recv.bytes();
-  return Algo::of(auto_pick(a.kind, bytes, world_size, t));
+  return Algo::of(auto_pick(a.kind, bytes, world_size, t, topology));
 }
 
 }  // namespace dpt::algo

@@ -20,6 +20,6 @@ namespace dpt::algo {
 // backend offers a native collective for exactly these arguments, `native_preferred`
 // whether `auto` should take it. Never returns automatic.
 Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok, bool native_preferred,
-            const AlgoThresholds& t);
+            const AlgoThresholds& t, const Topology& topology = Topology());
 
 }  // namespace dpt::algo

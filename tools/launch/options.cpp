@@ -22,7 +22,9 @@ void usage(FILE* f) {
                "If a rank fails the others are stopped (SIGTERM, then SIGKILL after --grace-s,\n"
                "default 5) and launch exits non-zero. --print-env prints the COMM_* variables.\n"
                "Several hosts: one launch per host with --nnodes H --node-rank I and the same\n"
-               "--master-addr/--rdzv-host and --master-port; RANK = I * N + LOCAL_RANK.\n"
+               "--master-addr/--rdzv-host and --master-port; RANK = I * N + LOCAL_RANK, or with\n"
+               "--rank-order cyclic RANK = LOCAL_RANK * H + I (round robin over hosts, as Slurm's\n"
+               "cyclic distribution and mpirun --map-by node number them).\n"
                "--elastic: node 0's launch serves the rendezvous store at MASTER_ADDR:MASTER_PORT;\n"
                "a dead rank does not stop the others (train --elastic re-forms without it), and\n"
                "with --max-restarts K up to K replacement processes join the running job. MAX\n"
@@ -110,6 +112,14 @@ bool parse(int argc, char** argv, Options& o, int& exit_code) {
     } else if (a == "--nnodes") {
       if (!number(a, next(), 1, 4096, x)) return false;
       o.nnodes = static_cast<int>(x);
+    } else if (a == "--rank-order") {
+      const char* v = next();
+      const std::string order = v ? v : "";
+      if (order != "block" && order != "cyclic") {
+        say("--rank-order takes block (RANK = I * N + LOCAL_RANK) or cyclic (RANK = LOCAL_RANK * H + I)");
+        return false;
+      }
+      o.cyclic = order == "cyclic";
     } else if (a == "--node-rank") {
       if (!number(a, next(), 0, 4095, x)) return false;
       o.node_rank = static_cast<int>(x);

@@ -1,6 +1,7 @@
 #pragma once
 // launch's command line. One launcher per host; several hosts form one job with
-// --nnodes/--node-rank (the global rank of local slot l on node k is k * L + l).
+// --nnodes/--node-rank (the global rank of local slot l on node k is k * L + l, or
+// l * H + k with --rank-order cyclic).
 //
 // Terms:
 //   slot     a local process position 0..L-1 (LOCAL_RANK); in an elastic job a slot
@@ -26,10 +27,13 @@ struct Options {
   double grace_s = 5.0;
   bool prefix = true;
   bool elastic = false;
+  bool cyclic = false;   // --rank-order cyclic: ranks round robin over the nodes
   int max_restarts = 0;  // elastic: replacement processes this launcher may start in all
   std::vector<std::string> command;
 
   int world_max() const { return nnodes * nproc; }
+  // The global rank of local slot l (block: k * L + l; cyclic: l * H + k).
+  int global_rank(int slot) const { return cyclic ? slot * nnodes + node_rank : node_rank * nproc + slot; }
   int world_min() const { return nnodes * min_nproc; }
 };
 

@@ -1,0 +1,81 @@
+# An emulated cluster on one machine, sourced by benches and tests: H "hosts", each a
+# network namespace with one interface (eth0, 10.<net>.0.<i+1>/16) on a bridge that
+# lives in a namespace of its own (the "switch"), so nothing touches the machine's own
+# network. Each host's link is shaped in both directions with tc TBF at RATE (this
+# kernel has no netem: no added delay). A namespace is a host for the communicators
+# (comm/host_identity.h), so the hierarchical algorithms see H hosts.
+#
+#   source bench/cluster.sh
+#   cluster_up H RATE        e.g. cluster_up 4 1gbit   (RATE "" = unshaped)
+#   cluster_exec I CMD...    run CMD on host I (inside its namespace)
+#   cluster_addr I           host I's address
+#   cluster_tx_bytes I       bytes host I has sent over its link so far
+#   cluster_launch BIN LOCAL ORDER PORT LOG PROG ARGS...
+#                            one `BIN/launch -n LOCAL --rank-order ORDER` per host (node 0
+#                            serves the rendezvous at PORT), host I's output in LOG.hI;
+#                            fails when any host's launch does
+#   cluster_down             remove every namespace (also done on EXIT)
+# Needs root (CAP_NET_ADMIN) and ip(8)/tc(8); cluster_up returns 77 with the reason on
+# stderr where namespaces, veth pairs, bridges or tc cannot be made.
+
+cluster_up() {
+  local hosts=$1 rate=$2 i err
+  command -v ip >/dev/null || { echo "cluster: no ip(8)" >&2; return 77; }
+  CLUSTER_TAG=dc$$
+  CLUSTER_NET=$((100 + $$ % 100))
+  CLUSTER_HOSTS=$hosts
+  CLUSTER_SWITCH=$CLUSTER_TAG-sw
+  err=$(ip netns add "$CLUSTER_SWITCH" 2>&1) || { echo "cluster: cannot create a network namespace: $err" >&2; return 77; }
+  trap cluster_down EXIT
+  ip -n "$CLUSTER_SWITCH" link add br0 type bridge 2>/dev/null || { echo "cluster: no bridge support" >&2; return 77; }
+  ip -n "$CLUSTER_SWITCH" link set br0 up
+  for ((i = 0; i < hosts; i++)); do
+    local ns=$CLUSTER_TAG-h$i port=p$i
+    ip netns add "$ns" || return 1
+    ip link add eth0 netns "$ns" type veth peer name "$port" netns "$CLUSTER_SWITCH" 2>/dev/null ||
+      { echo "cluster: cannot create a veth pair" >&2; return 77; }
+    ip -n "$ns" addr add "10.$CLUSTER_NET.0.$((i + 1))/16" dev eth0
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set eth0 up
+    ip -n "$CLUSTER_SWITCH" link set "$port" master br0
+    ip -n "$CLUSTER_SWITCH" link set "$port" up
+    if [[ -n $rate ]]; then
+      # Upload: the host's eth0; download: the switch port towards it. Bursts of 256 KiB
+      # at most, so the rate holds over milliseconds, as a real link's would.
+      for side in "$ns eth0" "$CLUSTER_SWITCH $port"; do
+        set -- $side
+        err=$(tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst 256kb latency 50ms 2>&1) ||
+          { echo "cluster: cannot shape with tc: $err" >&2; return 77; }
+      done
+    fi
+  done
+}
+
+cluster_exec() {
+  local i=$1
+  shift
+  ip netns exec "$CLUSTER_TAG-h$i" "$@"
+}
+
+cluster_addr() { echo "10.$CLUSTER_NET.0.$(($1 + 1))"; }
+
+cluster_tx_bytes() { ip netns exec "$CLUSTER_TAG-h$1" cat /sys/class/net/eth0/statistics/tx_bytes; }
+
+cluster_launch() {
+  local bin=$1 local_n=$2 order=$3 port=$4 log=$5 i rc=0 pids=()
+  shift 5
+  for ((i = 0; i < CLUSTER_HOSTS; i++)); do
+    cluster_exec $i "$bin/launch" --nnodes "$CLUSTER_HOSTS" --node-rank $i --master-addr "$(cluster_addr 0)" \
+      --master-port "$port" -n "$local_n" --rank-order "$order" --no-prefix "$@" >"$log.h$i" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  return $rc
+}
+
+cluster_down() {
+  [[ -n ${CLUSTER_TAG:-} ]] || return 0
+  local ns
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$CLUSTER_TAG-"); do ip netns del "$ns" 2>/dev/null; done
+  CLUSTER_TAG=
+}

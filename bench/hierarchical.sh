@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Allreduce across emulated hosts (bench/cluster.sh): hierarchical vs the flat ring vs
+# the tree, with block and round-robin (cyclic) rank numbering, every host's link shaped
+# to RATE. For each run the bytes every host sent over its link are read from its
+# interface and compared with the algorithm's formula (payload; TCP/IP headers add a
+# few percent):
+#   hierarchical   2 (H-1)/H x N per host, whatever the numbering
+#   ring, block    2 (P-1)/P x N per host (one ring link leaves each host)
+#   ring, cyclic   L x 2 (P-1)/P x N per host (every ring link leaves its host)
+#
+#   bench/hierarchical.sh BUILD_BIN [OUT_DIR]
+#   env: HOSTS="4 8" LOCAL=2 RATE=1gbit ORDERS="block cyclic" ALGOS="hierarchical ring tree"
+#        MIN=4K MAX=64M ITERS=5 BYTES_SIZE=16M (the size of the bytes-per-host check)
+# Needs root for the namespaces; exits 77 with the reason otherwise.
+set -uo pipefail
+bin=$(cd "${1:?usage: hierarchical.sh BUILD_BIN [OUT_DIR]}" && pwd)
+out=${2:-$(mktemp -d /tmp/hierarchical.XXXXXX)}
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/cluster.sh"
+HOSTS=${HOSTS:-4 8} LOCAL=${LOCAL:-2} RATE=${RATE:-1gbit} ORDERS=${ORDERS:-block cyclic}
+ALGOS=${ALGOS:-hierarchical ring tree} MIN=${MIN:-4K} MAX=${MAX:-64M} ITERS=${ITERS:-5} BYTES_SIZE=${BYTES_SIZE:-16M}
+export COMM_JOB_TOKEN=${COMM_JOB_TOKEN:-hierarchical-bench-$$-secret} COMM_RENDEZVOUS_TIMEOUT_S=60 COMM_TIMEOUT_S=300
+port=$((20000 + $$ % 20000))
+
+# run_job H ORDER ALGO LOG ARGS...: comm_bench on every host (launch per host), rank 0's
+# output to LOG; prints the bytes each host sent, space separated.
+run_job() {
+  local H=$1 order=$2 algo=$3 log=$4 i before=() after=()
+  shift 4
+  port=$((port + 1))
+  for ((i = 0; i < H; i++)); do before[i]=$(cluster_tx_bytes $i); done
+  local rc=0
+  cluster_launch "$bin" "$LOCAL" "$order" "$port" "$log" "$bin/comm_bench" --backend tcp --algo "$algo" "$@" || rc=1
+  cp "$log.h0" "$log"
+  for ((i = 0; i < H; i++)); do after[i]=$(cluster_tx_bytes $i); done
+  ((rc == 0)) || { echo "FAIL: $algo $order on $H hosts:"; tail -5 "$log".h*; return 1; }
+  for ((i = 0; i < H; i++)); do printf '%s ' $((after[i] - before[i])); done
+}
+
+bytes_of() { numfmt --from=iec "$1"; }
+
+for H in $HOSTS; do
+  cluster_up "$H" "$RATE" || exit $?
+  P=$((H * LOCAL))
+  echo "== $H hosts x $LOCAL ranks ($P ranks), links $RATE, allreduce float sum, $ITERS iterations"
+  # Interleaved: each size sweep runs every (order, algo) in turn.
+  for order in $ORDERS; do
+    for algo in $ALGOS; do
+      log=$out/sweep.h$H.$order.$algo.txt
+      run_job "$H" "$order" "$algo" "$log" -b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w 1 -c 1 >/dev/null || exit 1
+    done
+  done
+  printf '%-10s' size
+  for order in $ORDERS; do for algo in $ALGOS; do printf ' %18s' "$algo/$order"; done; done
+  echo "   (ms; slowest rank's mean)"
+  for size in $(awk '/^ *[0-9]/{print $1}' "$out/sweep.h$H.${ORDERS%% *}.${ALGOS%% *}.txt"); do
+    printf '%-10s' "$size"
+    for order in $ORDERS; do
+      for algo in $ALGOS; do
+        t=$(awk -v s="$size" '$1 == s {print $6}' "$out/sweep.h$H.$order.$algo.txt")
+        printf ' %18s' "$(awk -v t="$t" 'BEGIN{printf "%.3f", t / 1000}')"
+      done
+    done
+    echo
+  done
+  # Bytes per host for one size, against the formula.
+  n=$(bytes_of "$BYTES_SIZE")
+  echo "bytes each host sent for $ITERS+1 allreduces of $BYTES_SIZE (measured / formula):"
+  for order in $ORDERS; do
+    for algo in hierarchical ring; do
+      sent=$(run_job "$H" "$order" "$algo" "$out/bytes.h$H.$order.$algo.txt" -b "$BYTES_SIZE" -e "$BYTES_SIZE" -n "$ITERS" -w 1 -c 0) || exit 1
+      case $algo/$order in
+        hierarchical/*) want=$(awk -v n=$n -v h=$H 'BEGIN{print 2*(h-1)/h*n}') ;;
+        ring/block) want=$(awk -v n=$n -v p=$P 'BEGIN{print 2*(p-1)/p*n}') ;;
+        ring/cyclic) want=$(awk -v n=$n -v p=$P -v l=$LOCAL 'BEGIN{print l*2*(p-1)/p*n}') ;;
+      esac
+      want=$(awk -v w="$want" -v k=$((ITERS + 1)) 'BEGIN{printf "%.0f", w * k}')
+      ratios=$(for s in $sent; do awk -v s=$s -v w=$want 'BEGIN{printf "%.3f ", s / w}'; done)
+      printf '  %-22s formula %6.1f MiB/host; measured/formula per host: %s\n' "$algo/$order" \
+        "$(awk -v w=$want 'BEGIN{print w / 1048576}')" "$ratios"
+    done
+  done
+  cluster_down
+done
+echo "logs in $out"
