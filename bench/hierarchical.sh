@@ -10,7 +10,8 @@
 #
 #   bench/hierarchical.sh BUILD_BIN [OUT_DIR]
 #   env: HOSTS="4 8" LOCAL=2 RATE=1gbit ORDERS="block cyclic" ALGOS="hierarchical ring tree"
-#        MIN=4K MAX=64M ITERS=5 BYTES_SIZE=16M (the size of the bytes-per-host check)
+#        MIN=4K MAX=64M ITERS=5 REPS=3 BYTES_SIZE=16M (the size of the bytes-per-host check)
+# Each repetition runs every (order, algorithm) sweep in turn; the table shows the median.
 # Needs root for the namespaces; exits 77 with the reason otherwise.
 set -uo pipefail
 bin=$(cd "${1:?usage: hierarchical.sh BUILD_BIN [OUT_DIR]}" && pwd)
@@ -19,7 +20,7 @@ mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster.sh"
 HOSTS=${HOSTS:-4 8} LOCAL=${LOCAL:-2} RATE=${RATE:-1gbit} ORDERS=${ORDERS:-block cyclic}
-ALGOS=${ALGOS:-hierarchical ring tree} MIN=${MIN:-4K} MAX=${MAX:-64M} ITERS=${ITERS:-5} BYTES_SIZE=${BYTES_SIZE:-16M}
+ALGOS=${ALGOS:-hierarchical ring tree} MIN=${MIN:-4K} MAX=${MAX:-64M} ITERS=${ITERS:-5} BYTES_SIZE=${BYTES_SIZE:-16M} REPS=${REPS:-3}
 export COMM_JOB_TOKEN=${COMM_JOB_TOKEN:-hierarchical-bench-$$-secret} COMM_RENDEZVOUS_TIMEOUT_S=60 COMM_TIMEOUT_S=300
 port=$((20000 + $$ % 20000))
 
@@ -44,22 +45,25 @@ for H in $HOSTS; do
   cluster_up "$H" "$RATE" || exit $?
   P=$((H * LOCAL))
   echo "== $H hosts x $LOCAL ranks ($P ranks), links $RATE, allreduce float sum, $ITERS iterations"
-  # Interleaved: each size sweep runs every (order, algo) in turn.
-  for order in $ORDERS; do
-    for algo in $ALGOS; do
-      log=$out/sweep.h$H.$order.$algo.txt
-      run_job "$H" "$order" "$algo" "$log" -b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w 1 -c 1 >/dev/null || exit 1
+  # Interleaved: each repetition runs every (order, algo) sweep in turn.
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for order in $ORDERS; do
+      for algo in $ALGOS; do
+        log=$out/sweep.h$H.$order.$algo.r$rep.txt
+        run_job "$H" "$order" "$algo" "$log" -b "$MIN" -e "$MAX" -f 4 -n "$ITERS" -w 1 -c 1 >/dev/null || exit 1
+      done
     done
   done
   printf '%-10s' size
   for order in $ORDERS; do for algo in $ALGOS; do printf ' %18s' "$algo/$order"; done; done
-  echo "   (ms; slowest rank's mean)"
-  for size in $(awk '/^ *[0-9]/{print $1}' "$out/sweep.h$H.${ORDERS%% *}.${ALGOS%% *}.txt"); do
+  echo "   (ms, median of $REPS; slowest rank's mean)"
+  for size in $(awk '/^ *[0-9]/{print $1}' "$out/sweep.h$H.${ORDERS%% *}.${ALGOS%% *}.r1.txt"); do
     printf '%-10s' "$size"
     for order in $ORDERS; do
       for algo in $ALGOS; do
-        t=$(awk -v s="$size" '$1 == s {print $6}' "$out/sweep.h$H.$order.$algo.txt")
-        printf ' %18s' "$(awk -v t="$t" 'BEGIN{printf "%.3f", t / 1000}')"
+        t=$(cat "$out"/sweep.h$H.$order.$algo.r*.txt | awk -v s="$size" '$1 == s {print $6}' | sort -g |
+            awk '{v[NR] = $1} END {printf "%.3f", v[int((NR + 1) / 2)] / 1000}')
+        printf ' %18s' "$t"
       done
     done
     echo
