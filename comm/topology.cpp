@@ -43,6 +43,13 @@ std::vector<int> Topology::host_order() const {
   return order;
 }
 
+bool Topology::host_contiguous() const {
+  const std::vector<int> order = host_order();
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i] != int(i)) return false;
+  return true;
+}
+
 std::string Topology::describe() const {
   if (uniform_) return std::to_string(hosts()) + (hosts() == 1 ? " host x " : " hosts x ") + std::to_string(uniform_) +
                        (uniform_ == 1 ? " rank" : " ranks");

@@ -40,6 +40,8 @@ class Topology {
   int uniform_local_size() const { return uniform_; }
   // All ranks in host order (see above).
   std::vector<int> host_order() const;
+  // Whether rank order already is host order (each host's ranks consecutive).
+  bool host_contiguous() const;
   // E.g. "4 hosts x 2 ranks" or "3 hosts (1-3 ranks each)", for logs and benches.
   std::string describe() const;
 

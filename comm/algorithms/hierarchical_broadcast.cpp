@@ -45,13 +45,14 @@ static void run(Communicator& c, const CollArgs& a) {
   tree_broadcast_buffer(host, a, a.recv, local_leader);
 }
 
-// `auto`: on several hosts with L > 1 ranks each, from COMM_HIERARCHICAL_BCAST_MIN_BYTES.
+// `auto`: as hierarchical_allreduce (rank numbering other than blocks), from
+// COMM_HIERARCHICAL_BCAST_MIN_BYTES.
 extern const Algorithm hierarchical_broadcast;
 const Algorithm hierarchical_broadcast{
     "hierarchical", CollKind::broadcast, run,
-    [](const AutoInput& in) { return in.hosts > 1 && in.local_size > 1 && in.bytes >= in.max_bytes; },
+    [](const AutoInput& in) { return in.hosts > 1 && in.local_size > 1 && !in.host_contiguous && in.bytes >= in.max_bytes; },
     {"COMM_HIERARCHICAL_BCAST_MIN_BYTES", 64 * 1024,
-     "auto selector: on several hosts with several ranks each, broadcasts of at least this many bytes cross the network "
+     "auto selector: on several hosts with several ranks each, numbered other than in blocks, broadcasts of at least this many bytes cross the network "
      "once per host (a tree over one leader per host, then a tree in each host)"}};
 
 }  // namespace dpt::algo

@@ -68,7 +68,8 @@ const Algorithm& auto_pick(CollKind kind, size_t bytes, int world, const AlgoThr
   for (const Algorithm* a : all()) {
     if (a->kind != kind) continue;
     const size_t max_bytes = a->threshold.env ? thresholds.get(a->threshold) : 0;
-    if (a->auto_picks(AutoInput{bytes, world, max_bytes, topology.hosts(), topology.uniform_local_size()})) return *a;
+    if (a->auto_picks(AutoInput{bytes, world, max_bytes, topology.hosts(), topology.uniform_local_size(),
+                                  topology.host_contiguous()})) return *a;
   }
   throw std::logic_error(std::string("no algorithm registered for ") + coll_name(kind));
 }

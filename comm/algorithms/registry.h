@@ -45,6 +45,7 @@ struct AutoInput {
                        // hierarchical algorithms, the size from which `auto` takes them
   int hosts = 1;       // the communicator's hosts (comm/topology.h)
   int local_size = 0;  // ranks per host when every host has as many, else 0
+  bool host_contiguous = true;  // each host's ranks are consecutive (block numbering)
 };
 
 struct Algorithm {

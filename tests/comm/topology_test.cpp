@@ -53,16 +53,20 @@ TEST_CASE("COMM_FAKE_HOSTS numbers hosts by blocks or round robin, and refuses n
   CHECK(Topology(dpt::apply_fake_hosts(same), 0).hosts() == 1);
 }
 
-TEST_CASE("auto takes the hierarchical allreduce on several hosts with several ranks each", "[topology]") {
+TEST_CASE("auto takes the hierarchical allreduce on several hosts with several ranks each, numbered round robin", "[topology]") {
   using dpt::CollKind;
   const dpt::AlgoThresholds th;
   const Topology two_by_two({1, 2, 1, 2}, 0), one_host({1, 1, 1, 1}, 0), one_each({1, 2, 3, 4}, 0),
-      uneven({1, 1, 1, 2}, 0);
+      uneven({1, 2, 1, 1}, 0), blocks({1, 1, 2, 2}, 0);
   auto pick = [&](const Topology& t, size_t bytes) { return std::string(dpt::algo::auto_pick(CollKind::allreduce, bytes, 4, th, t).name); };
   CHECK(pick(two_by_two, 16 << 20) == "hierarchical");
   CHECK(pick(one_host, 16 << 20) == "ring");
   CHECK(pick(one_each, 16 << 20) == "ring");
   CHECK(pick(uneven, 16 << 20) == "ring");
+  CHECK(pick(blocks, 16 << 20) == "ring");  // block numbering: the flat ring leaves each host once per step
+  CHECK(!blocks.host_order().empty());
+  CHECK(blocks.host_contiguous());
+  CHECK(!two_by_two.host_contiguous());
   CHECK(pick(two_by_two, 1024) != "hierarchical");  // below COMM_HIERARCHICAL_MIN_BYTES
   CHECK(std::string(dpt::algo::auto_pick(CollKind::broadcast, 16 << 20, 4, th, two_by_two).name) == "hierarchical");
 }
