@@ -2,6 +2,7 @@
 // them by name and has no build-dependent code.
 #include "backends/registry.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "backends/registration.h"
@@ -103,6 +104,13 @@ std::string resolve(const std::string& name) {
 std::unique_ptr<Communicator> create(const std::string& requested, CommOptions options) {
   // A misspelt name is reported as such before the launch variables are read.
   if (requested != kAuto && !find(requested)) throw_unknown(requested);
+  // launch --elastic serves the job's store on MASTER_PORT itself: a fixed-size world
+  // would fail on rank 0's port and leave the others waiting out the rendezvous timeout.
+  if (const char* id = std::getenv(env::kElasticId); id && *id)
+    throw std::invalid_argument(std::string("this process was started by launch --elastic (") + env::kElasticId + "=" + id +
+                                "), whose launcher serves the rendezvous store on MASTER_PORT, but it asked for a "
+                                "fixed-size '" + requested + "' world: only train --elastic runs under launch --elastic; "
+                                "start this program with a plain build/bin/launch -n N");
   const LaunchInfo li = detect_launch();
   const Entry& e = entry_for(requested, li);
   std::unique_ptr<Communicator> c = built(e).create_world(li, options, launcher_share(li));

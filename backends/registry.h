@@ -55,7 +55,7 @@ std::string share_over_mpi(const std::string& value);
 // COMM_BACKEND or "auto".
 std::string default_name();
 // For programs after a fatal error: ends an MPI job so no rank waits forever (each built
-// backend's abort hook; a no-op when MPI is not in use).
+// backend's abort hook; a no-op when MPI is not in use or its world is one process).
 void abort_job(int exit_code);
 
 }  // namespace dpt::backends

@@ -32,6 +32,7 @@ class Cifar10 : public ImageDataset {
 
   // x: [n, 3, S, S] normalized pixels (S = 32 unless padded), labels: [n].
   std::string name() const override { return name_; }
+  size_t num_classes() const override { return kClasses; }
 
   // The file names of a split, relative to its directory.
   static std::vector<std::string> file_names(Split split);

@@ -39,6 +39,9 @@ class Dataset {
   // from batch to batch (documents of different lengths): the loss is then a mean over
   // tokens, and a data-parallel trainer agrees the step's target count across ranks.
   virtual bool has_ignored_targets() const { return false; }
+  // Classification data: how many classes its labels come from (labels are 0 .. n-1); 0
+  // for other data. The trainers size a classifier's head from it (--num-classes).
+  virtual size_t num_classes() const { return 0; }
 };
 
 // Throws std::out_of_range naming the dataset if any index is >= size. Implementations

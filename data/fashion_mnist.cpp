@@ -16,12 +16,17 @@ std::string dims_text(const std::vector<uint32_t>& dims) {
 
 }  // namespace
 
+std::vector<std::string> FashionMnist::file_names(Split split) {
+  const std::string prefix = split == Split::train ? "train" : "t10k";
+  return {prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz"};
+}
+
 FashionMnist::FashionMnist(const std::string& dir_in, Split split, const ImageOptions& options)
     : ImageDataset(1, kRows, kCols, {kMean}, {kStd}, options), split_(split) {
   const std::string dir = dir_in.empty() ? kFashionMnistDefaultDir : dir_in;
-  const std::string prefix = dir + "/" + (split == Split::train ? "train" : "t10k");
-  const std::string images_path = prefix + "-images-idx3-ubyte.gz";
-  const std::string labels_path = prefix + "-labels-idx1-ubyte.gz";
+  const std::vector<std::string> names = file_names(split);
+  const std::string images_path = dir + "/" + names[0];
+  const std::string labels_path = dir + "/" + names[1];
 
   IdxArray images = read_idx_file(images_path);
   if (images.dims.size() != 3 || images.dims[1] != kRows || images.dims[2] != kCols) {

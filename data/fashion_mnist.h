@@ -28,6 +28,10 @@ class FashionMnist : public ImageDataset {
 
   // x: [n, 1, S, S] normalized pixels (S = 28 unless padded), labels: [n].
   std::string name() const override;
+  size_t num_classes() const override { return kClasses; }
+
+  // The file names of a split, relative to its directory: images, then labels.
+  static std::vector<std::string> file_names(Split split);
 
  private:
   Split split_;

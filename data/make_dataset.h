@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "data/dataset.h"
 #include "data/image_transform.h"
@@ -18,6 +19,7 @@ struct DatasetOptions {
   size_t seq_len = 64;        // tokens per sample
   size_t stride = 0;          // spacing of window starts; 0 = seq_len (no overlap)
   double val_fraction = 0.1;  // text: tail held out; text-docs: 1 document in 1/f held out
+  std::string val_path;       // text-docs: the held-out documents' file (then val_fraction is unused)
   // text-docs (text_docs.h): `path` is the data file or directory (empty: the fortunes)
   std::string tokenizer_dir;  // empty: tokenizer::default_tokenizer_dir()
   std::string jsonl_field;    // set: one JSON object per line, the document is this field
@@ -32,8 +34,11 @@ struct DatasetOptions {
   uint64_t seed = 0;
 };
 
+// Every name make_dataset knows, in the order --help lists them.
+const std::vector<std::string>& dataset_names();
+
 // name: "fashion-mnist" | "cifar10" | "text" | "text-docs" | "synthetic" (task from options) |
-// "synthetic-regression" | "synthetic-classification". Unknown names throw
+// "synthetic-regression" | "synthetic-classification" (dataset_names()). Unknown names throw
 // std::invalid_argument listing the valid ones; file problems throw DataError.
 std::unique_ptr<Dataset> make_dataset(std::string_view name, Split split,
                                       const DatasetOptions& options = {});

@@ -39,7 +39,7 @@ class SyntheticClassification : public Dataset {
   void fill(std::span<const size_t> indices, Batch& out) const override;
   std::string name() const override;
   size_t num_features() const { return features_; }
-  size_t num_classes() const { return classes_; }
+  size_t num_classes() const override { return classes_; }
 
  private:
   size_t num_samples_, features_, classes_;

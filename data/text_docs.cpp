@@ -21,6 +21,11 @@ TextDocs::TextDocs(const TextDocsOptions& o, Split split)
   const DocFormat format = parse_doc_format(o.format, path, o.jsonl_field);
   tokenizer::Gpt2Tokenizer tok(o.tokenizer_dir.empty() ? tokenizer::default_tokenizer_dir()
                                                        : o.tokenizer_dir);
+  if (!o.val_path.empty()) {  // the split is by file: each file whole
+    const std::string& file = split == Split::test ? o.val_path : path;
+    build(read_documents(file, format, o.jsonl_field), tok, split, 0.0, true);
+    return;
+  }
   build(read_documents(path, format, o.jsonl_field), tok, split, o.val_fraction);
 }
 
@@ -31,7 +36,7 @@ TextDocs::TextDocs(const std::vector<std::string>& documents, tokenizer::Gpt2Tok
 }
 
 void TextDocs::build(const std::vector<std::string>& documents, tokenizer::Gpt2Tokenizer& tok,
-                     Split split, double f) {
+                     Split split, double f, bool whole_file) {
   if (seq_len_ < 2) {
     throw std::invalid_argument(name_ + ": seq_len must be at least 2 (one input, one target), got " +
                                 std::to_string(seq_len_));
@@ -44,7 +49,7 @@ void TextDocs::build(const std::vector<std::string>& documents, tokenizer::Gpt2T
   offsets_.assign(1, 0);
   std::vector<int32_t> ids;
   for (size_t i = 0; i < documents.size(); ++i) {
-    if (held_out(i, f) != (split == Split::test)) continue;
+    if (!whole_file && held_out(i, f) != (split == Split::test)) continue;
     ids.clear();
     tok.encode(documents[i], ids);
     if (ids.size() > seq_len_) ++num_truncated_;

@@ -13,8 +13,13 @@
 //   split:   a deterministic held-out slice spread over the file: with documents numbered
 //            i = 0, 1, ... in file order and f = val_fraction, document i is held out
 //            (Split::test) when floor((i+1) f) > floor(i f): for f = 0.1 documents
-//            9, 19, 29, ..., floor(n f) in all. The rest train. A split with no document
+//            9, 19, 29, ..., floor(n f) in all (every (1/f)-th document when 1/f is
+//            whole; f = 0.25: 3, 7, 11, ...). The rest train. A split with no document
 //            is an error, as is f outside [0, 1).
+//            With a validation file (val_path), the split is by file instead: Split::train
+//            is every document of `path`, Split::test every document of val_path, read in
+//            the same format (as the tutorials train on SQuAD's train file and evaluate
+//            on its validation file); val_fraction is then unused.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -33,6 +38,7 @@ struct TextDocsOptions {
   std::string tokenizer_dir;   // empty: tokenizer::default_tokenizer_dir()
   size_t seq_len = 64;
   double val_fraction = 0.1;
+  std::string val_path;        // set: the held-out documents are this file's, all of them
 };
 
 class TextDocs : public Dataset {
@@ -58,8 +64,9 @@ class TextDocs : public Dataset {
   size_t num_truncated() const { return num_truncated_; }  // samples cut to seq_len
 
  private:
+  // whole_file: every document belongs to `split` (a validation file's split).
   void build(const std::vector<std::string>& documents, tokenizer::Gpt2Tokenizer& tok, Split split,
-             double val_fraction);
+             double val_fraction, bool whole_file = false);
 
   std::string name_;
   size_t seq_len_;

@@ -22,8 +22,10 @@ struct Expected {
 // Streams the file one tensor at a time (SafetensorsFile: header and checksum checked at
 // open), so a load costs the model plus one tensor, not the model plus the whole file;
 // after_each(i) runs once expected[i] is in place (a sharded build seals it there).
+// Tensors of the file named in `ignored` are neither loaded nor unexpected.
 Metadata load_expected(const std::string& path, const std::vector<Expected>& expected,
-                       const std::function<void(size_t)>& after_each = {}) {
+                       const std::function<void(size_t)>& after_each = {},
+                       const std::vector<std::string>& ignored = {}) {
   const SafetensorsFile file(path);
   const SafetensorsIndex& index = file.index();
   for (const auto& e : expected) {
@@ -40,7 +42,7 @@ Metadata load_expected(const std::string& path, const std::vector<Expected>& exp
   if (index.entries.size() != expected.size()) {
     for (const auto& t : index.entries) {
       bool found = std::any_of(expected.begin(), expected.end(), [&](const Expected& e) { return *e.name == t.name; });
-      if (!found)
+      if (!found && std::find(ignored.begin(), ignored.end(), t.name) == ignored.end())
         throw CheckpointError(path, "unexpected tensor " + t.name + " (not a parameter or buffer of the model)");
     }
   }
@@ -101,20 +103,30 @@ void save_model(const std::string& path, const Module& model, const Metadata& me
   save_safetensors(path, views, meta);
 }
 
-Metadata load_model(const std::string& path, Module& model) {
+Metadata load_model(const std::string& path, Module& model, const std::vector<std::string>& keep_own) {
+  auto kept = [&](const std::string& name) { return std::find(keep_own.begin(), keep_own.end(), name) != keep_own.end(); };
   std::vector<Expected> expected;
-  expect_params(model.param_infos(), model.flat_params(), expected);
+  std::vector<size_t> param_index;  // expected[i]'s parameter index, for the parameters
+  std::span<float> params = model.flat_params();
+  for (const auto& p : model.param_infos()) {
+    if (kept(p.name)) continue;
+    expected.push_back({&p.name, &p.shape, FileDType::F32, params.subspan(p.offset, p.numel), "parameter"});
+    param_index.push_back(p.index);
+  }
   std::span<float> buffers = model.flat_buffers();
   for (const auto& b : model.buffer_infos())
-    expected.push_back({&b.name, &b.shape, b.is_count ? FileDType::I64 : FileDType::F32,
-                        buffers.subspan(b.offset, b.numel), "buffer"});
-  // Parameters come first in `expected`, in index order: a sharded build keeps only its
-  // shard of each as it arrives (param_store.h).
+    if (!kept(b.name))
+      expected.push_back({&b.name, &b.shape, b.is_count ? FileDType::I64 : FileDType::F32,
+                          buffers.subspan(b.offset, b.numel), "buffer"});
+  // Parameters come first in `expected`: a sharded build keeps only its shard of each as
+  // it arrives (param_store.h); a kept one was sealed when the model was built.
   ParamStore& store = model.store();
-  const size_t params = model.param_infos().size();
-  return load_expected(path, expected, [&](size_t i) {
-    if (i < params) store.seal(i);
-  });
+  return load_expected(
+      path, expected,
+      [&](size_t i) {
+        if (i < param_index.size()) store.seal(param_index[i]);
+      },
+      keep_own);
 }
 
 std::string sidecar_path(const std::string& model_path, const std::string& kind) {

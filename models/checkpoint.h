@@ -28,9 +28,11 @@ std::vector<NamedTensorView> buffer_views(const std::vector<BufferInfo>& infos, 
 
 // Parameters and buffers. load_model is strict: the file must hold exactly the model's
 // parameters (F32) and buffers (F32, counters I64) with the model's shapes, and the
-// model is untouched when it does not.
+// model is untouched when it does not. `keep_own` names tensors the model keeps as they
+// are (a classifier head replaced for fine-tuning): the file need not hold them, and
+// what it holds under those names, of any shape, is ignored.
 void save_model(const std::string& path, const Module& model, const Metadata& metadata = {});
-Metadata load_model(const std::string& path, Module& model);
+Metadata load_model(const std::string& path, Module& model, const std::vector<std::string>& keep_own = {});
 
 // Path of a companion file beside a model checkpoint:
 // sidecar_path("run/model.safetensors", "optim") == "run/model.optim.safetensors".

@@ -3,6 +3,7 @@
 // wire format, the working precision, and how to build the optimizer over what the
 // strategy owns. Shared by every strategy (ddp/, zero/) and by the trainer that picks one.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -13,6 +14,13 @@ namespace dpt {
 
 // Gradient buckets (bucket_plan.h) and how they travel: DDP's allreduce and ZeRO's
 // reduces cut and launch them alike.
+// --grad-compress powersgd (parallel/ddp/powersgd.h): rank 0 means off.
+struct PowerSgdConfig {
+  int rank = 0;             // R, the approximation rank
+  int64_t start_step = 10;  // optimizer steps averaged uncompressed first (PyTorch's start_powerSGD_iter)
+  uint64_t seed = 0;        // of the starting Q, the same on every rank
+};
+
 struct DdpConfig {
   size_t bucket_bytes = 25u << 20;
   size_t first_bucket_bytes = 1u << 20;
@@ -21,6 +29,7 @@ struct DdpConfig {
   // A model on CUDA with an f32 wire: reduce device buckets even where the backend
   // stages them (the path before host reduction was chosen; kept for measurements).
   bool force_device_buckets = false;
+  PowerSgdConfig powersgd;  // DDP only, f32 wire, host buckets
 };
 
 // Builds the optimizer for `numel` elements (the strategy decides how many it owns).

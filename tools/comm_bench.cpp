@@ -268,16 +268,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  try {
-    o = parse_options(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "comm_bench: " << e.what() << "\n\n" << usage();
-    return 2;
-  }
-  if (o.help) {
-    std::cout << usage();
-    return 0;
-  }
+  if (auto rc = parse_options(argc, argv, o)) return *rc;
   try {
     return run(o);
   } catch (const std::exception& e) {

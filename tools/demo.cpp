@@ -11,29 +11,19 @@
 #include <vector>
 
 #include "backends/registry.h"
+#include "tools/cli.h"
 
 namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
-  po::options_description desc("demo: allreduce of rank-dependent data, checked on every rank");
   std::string backend, algo;
   size_t count = 0;
-  desc.add_options()("help,h", "show this help")
+  dpt::tools::Cli cli("demo", "demo: allreduce of rank-dependent data, checked on every rank");
+  cli.flags().add_options()
       ("backend", po::value(&backend)->default_value(dpt::backends::default_name()), "mpi, tcp, nccl or auto")
       ("algo", po::value(&algo)->default_value("auto"), dpt::algo::help_text().c_str())
       ("count", po::value(&count)->default_value(1 << 20), "float32 elements to allreduce");
-  try {
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "demo: " << e.what() << "\n" << desc << "\n";
-    return 2;
-  }
+  if (auto rc = cli.parse(argc, argv, [&](const po::variables_map&) { dpt::parse_algo(algo); })) return *rc;
   try {
     dpt::CommOptions opts = dpt::CommOptions::from_env();
     opts.algo = dpt::parse_algo(algo);

@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -24,24 +25,25 @@ inline void add_gpt2_options(boost::program_options::options_description& d, Gpt
     ("vocab", po::value<int64_t>(), "gpt2: vocabulary size (default 50257)")
     ("n-positions", po::value<int64_t>(), "gpt2: position table rows (default 1024)")
     ("dropout", po::value<float>(), "embedding, attention and residual dropout (default: 0.1 for gpt2, 0 for gpt)")
-    ("init-from", po::value(&f.init_from), "start from this safetensors file: gpt2 reads Hugging Face GPT2LMHeadModel or GPT2Model names (F32, F16 or BF16); in train_local, other models read their own parameter and buffer names (resnet18: torchvision's state_dict names)");
+    ("init-from", po::value(&f.init_from), "start from this safetensors file: gpt2 reads Hugging Face GPT2LMHeadModel or GPT2Model names (F32, F16 or BF16); the other models read their own parameter and buffer names (a train or train_local checkpoint; resnet18: torchvision's state_dict names, see --num-classes)");
 }
 
 // Call after notify. layers/heads/width name the tool's own flags for those sizes.
-// init_from_any_model: the tool loads --init-from itself for models other than gpt2
-// (train_local); otherwise --init-from is refused for them.
+// --init-from must name a file; for models other than gpt2 the tool loads it into the
+// built model itself (train/init_from.h).
 inline void apply_model_flags(const std::string& model, const boost::program_options::variables_map& vm,
                               const Gpt2Flags& f, const char* layers, const char* heads, const char* width,
-                              ModelConfig& cfg, bool init_from_any_model = false) {
+                              ModelConfig& cfg) {
   auto given = [&](const char* name) -> std::optional<int64_t> {
     if (!vm.count(name) || vm[name].defaulted()) return std::nullopt;
     return vm[name].as<int64_t>();
   };
   if (vm.count("dropout")) cfg.dropout = vm["dropout"].as<float>();
+  if (!f.init_from.empty() && !std::filesystem::is_regular_file(f.init_from))
+    throw std::invalid_argument("--init-from '" + f.init_from + "': no such file (a .safetensors file)");
   if (model != "gpt2") {
-    for (const char* flag : {"gpt2-size", "vocab", "n-positions", "init-from"})
-      if (vm.count(flag) && !(init_from_any_model && std::string(flag) == "init-from"))
-        throw std::invalid_argument(std::string("--") + flag + " applies to --model gpt2 only");
+    for (const char* flag : {"gpt2-size", "vocab", "n-positions"})
+      if (vm.count(flag)) throw std::invalid_argument(std::string("--") + flag + " applies to --model gpt2 only");
     return;
   }
   if (!vm.count("dropout")) cfg.dropout = kGpt2Dropout;

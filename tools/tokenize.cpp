@@ -1,6 +1,8 @@
 // tokenize: GPT-2 token ids of each line of a text, or the text of each line of ids.
-//   build/bin/tokenize --tokenizer third_party/gpt2 FILE          > ids.txt
+//   build/bin/tokenize FILE                                        > ids.txt
 //   build/bin/tokenize --tokenizer third_party/gpt2 --decode ids.txt > text.txt
+// --tokenizer DIR: GPT-2's vocabulary (default: the installed one, as generate, train and
+// train_local take it).
 // Terms: a *line* is what lies between two '\n' bytes (or the ends of the input); a final
 // '\n' ends the last line rather than starting an empty one. A '\r' before the '\n' is
 // part of the line's text, as JavaScript's text.split('\n') keeps it, so a file with
@@ -23,6 +25,7 @@
 #include "data/read_file.h"
 #include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/utf8.h"
+#include "tools/cli.h"
 
 namespace po = boost::program_options;
 using dpt::for_each_line;
@@ -107,26 +110,17 @@ void decode_lines(const Gpt2Tokenizer& tok, std::string_view text, const std::st
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir, file;
+  std::string dir = dpt::tokenizer::default_tokenizer_dir(), file;
   bool decode = false, strict = false;
-  po::options_description desc(
-      "tokenize --tokenizer DIR [FILE]: GPT-2 token ids of each line of FILE (default: stdin)");
-  desc.add_options()("help,h", "show this help")
-      ("tokenizer", po::value(&dir), "directory with vocab.json + merges.txt or encoder.json + vocab.bpe")
+  dpt::tools::Cli cli("tokenize", "tokenize [--tokenizer DIR] [FILE]: GPT-2 token ids of each line of FILE (default: stdin)");
+  cli.flags().add_options()
+      ("tokenizer", po::value(&dir)->default_value(dir), "directory with vocab.json + merges.txt or encoder.json + vocab.bpe (default: the installed one)")
       ("decode", po::bool_switch(&decode), "read ids (one line of them per line of text), print the text")
       ("strict-utf8", po::bool_switch(&strict), "fail on ill-formed UTF-8 instead of reading it as U+FFFD")
-      ("file", po::value(&file), "input file (\"-\" or absent: standard input)");
-  po::positional_options_description pos;
-  pos.add("file", 1);
+      ("file", po::value(&file), "input file (\"-\" or absent: standard input; also the argument after the flags)");
+  cli.positional("file", 1);
+  if (auto rc = cli.parse(argc, argv)) return *rc;
   try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    if (dir.empty()) throw po::error("--tokenizer DIR is required");
     Gpt2Tokenizer tok(dir);
     std::string text;
     std::string name = file;
@@ -144,9 +138,6 @@ int main(int argc, char** argv) {
     }
     out.flush();
     if (std::fflush(stdout) != 0) throw std::runtime_error("cannot write to standard output");
-  } catch (const po::error& e) {
-    std::cerr << "tokenize: " << e.what() << "\n" << desc << "\n";
-    return 2;
   } catch (const std::exception& e) {
     std::cerr << "tokenize: " << e.what() << "\n";
     return 1;

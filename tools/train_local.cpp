@@ -8,9 +8,10 @@
 // Prints a config table, one line per epoch, then the figures the issue asks for:
 // held-out accuracy or loss, samples/s, achieved GFLOP/s (model FLOPs x samples/s)
 // next to OpenBLAS sgemm GFLOP/s on the model's own GEMM calls, and for language
-// models the validation loss in nats per byte next to the unigram entropy and a
-// generated sample. --min-accuracy / --max-entropy-ratio / --min-gemm-ratio make the
-// exit status 1 when a target is missed, so a test can run this program.
+// models the held-out loss per token (per byte, next to the bytes' unigram entropy, on
+// byte-level text) and a generated sample (gpt: by default; gpt2: with --sample-len).
+// --min-accuracy / --max-entropy-ratio / --min-gemm-ratio make the exit status 1 when a
+// target is missed, so a test can run this program.
 #include <boost/program_options.hpp>
 
 #include <cmath>
@@ -18,9 +19,13 @@
 #include <iostream>
 #include <string>
 
+#include "data/tokenizer/tokenizer.h"
 #include "models/gemm_choice.h"
+#include "models/generate.h"
 #include "tools/cli.h"
 #include "tools/data_flags.h"
+#include "tools/figures.h"
+#include "tools/model_data_check.h"
 #include "tools/model_flags.h"
 #include "tools/optim_flags.h"
 #include "tools/run_flags.h"
@@ -38,13 +43,30 @@ std::string printable(const std::string& s) {
   return out;
 }
 
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+// The sample at the end of a language model's run: bytes on byte-level text, GPT-2's BPE
+// tokens (encoded and decoded with its tokenizer) on text-docs.
+std::string sample_text(dpt::LocalTrainer& t, const std::string& prompt, int64_t n, float temperature, uint64_t seed) {
+  const auto& c = t.config();
+  if (c.dataset != "text-docs") return printable(t.generate(prompt, n, temperature, seed));
+  dpt::tokenizer::Gpt2Tokenizer tok(c.tokenizer_dir.empty() ? dpt::tokenizer::default_tokenizer_dir() : c.tokenizer_dir);
+  std::vector<int32_t> context = tok.encode(prompt);
+  if (context.empty()) context.push_back(50256);  // <|endoftext|>
+  return tok.decode(dpt::generate_tokens(t.model(), context, c.model_config.seq_len, n, temperature, seed));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   dpt::LocalTrainConfig cfg;
   auto& mc = cfg.model_config;
   double min_accuracy = 0, max_entropy_ratio = 0, min_gemm_ratio = 0;
-  int64_t sample_len = 300;
+  int64_t sample_len = 0;  // set in the check: 300 for gpt, 0 (off) for gpt2 unless given
   float temperature = 0.8f;
   std::string prompt = "The ";
   dpt::tools::ModelFlags model_flags;
@@ -60,12 +82,12 @@ int main(int argc, char** argv) {
   dpt::tools::add_run_options(flags, cfg.epochs, cfg.max_steps, cfg.log_every, cfg.max_eval_samples);
   flags.add_options()
     ("total-steps", po::value(&cfg.lr_config.total_steps)->default_value(0), "cosine: length (0: --steps, else epochs x batches)")
-    ("stride", po::value(&cfg.text_stride)->default_value(0), "gpt: training window spacing (0: seq-len)")
+    ("stride", po::value(&cfg.text_stride)->default_value(0), "--dataset text: training window spacing in tokens (bytes; 0: seq-len)")
     ("eval-only", po::bool_switch(&eval_only), "evaluate the held-out set (e.g. after --init-from) and exit")
     ("save", po::value(&cfg.save_path), "write the trained model to this .safetensors file")
-    ("sample-len", po::value(&sample_len)->default_value(300), "gpt: bytes to generate")
-    ("temperature", po::value(&temperature)->default_value(0.8f), "gpt: sampling temperature")
-    ("prompt", po::value(&prompt)->default_value("The "), "gpt: generation prompt")
+    ("sample-len", po::value(&sample_len), "gpt, gpt2: tokens of the sample generated at the end (default: 300 bytes for gpt; none for gpt2, whose every token is a forward of the whole model: build/bin/generate samples a saved one)")
+    ("temperature", po::value(&temperature)->default_value(0.8f), "gpt, gpt2: sampling temperature")
+    ("prompt", po::value(&prompt)->default_value("The "), "gpt, gpt2: generation prompt")
     ("min-accuracy", po::value(&min_accuracy)->default_value(0), "exit 1 if final accuracy is below")
     ("max-entropy-ratio", po::value(&max_entropy_ratio)->default_value(0), "exit 1 if val loss / unigram entropy is above")
     ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below");
@@ -74,13 +96,29 @@ int main(int argc, char** argv) {
   dpt::tools::add_optim_aliases(cli);
   dpt::tools::add_run_aliases(cli);
   const auto rc = cli.parse(argc, argv, [&](const po::variables_map& vm) {
-    dpt::tools::apply_model_options(cfg.model, vm, model_flags, mc, true);
+    dpt::tools::apply_model_options(cfg.model, vm, model_flags, mc);
     // gpt2 reads Hugging Face's layout while the model is built; the others load a model
-    // checkpoint into the built model (LocalTrainer).
+    // checkpoint into the built model (train/init_from.h).
     if (cfg.model != "gpt2") cfg.init_from = model_flags.gpt2.init_from;
-    // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
-    if (cfg.model == "gpt2" && cfg.dataset.empty()) cfg.dataset = "text";
+    cfg.num_classes = model_flags.num_classes;
+    // gpt2's own dataset, text-docs (GPT-2's tokenizer over the fortunes or --data-file),
+    // named here so that the document flags see it.
+    dpt::tools::check_dataset(cfg.dataset);
+    if (cfg.model == "gpt2" && cfg.dataset.empty()) cfg.dataset = dpt::default_dataset(cfg.model);
     dpt::tools::apply_data_options(data_flags, cfg.seed, cfg.image, cfg.data_path, cfg.jsonl_field, cfg.tokenizer_dir);
+    dpt::tools::apply_val_flags(data_flags.docs, vm, cfg.dataset, cfg.val_fraction, cfg.val_file);
+    dpt::tools::apply_run_options(vm, cfg.dataset.empty() ? dpt::default_dataset(cfg.model) : cfg.dataset,
+                                  cfg.max_eval_samples);
+    dpt::tools::check_model_data(cfg.model, mc.vocab, cfg.dataset, cfg.data_path, data_flags.docs.data_file);
+    if (!vm.count("sample-len")) sample_len = cfg.model == "gpt" ? 300 : 0;
+    // gpt2 evaluates in batches of the training batch, as train does: 256 sequences of
+    // GPT-2 124M at once (logits alone 256 x seq x 50257 floats) held 12 GiB here.
+    if (cfg.model == "gpt2") cfg.eval_batch_size = cfg.batch_size;
+    const std::string dataset = cfg.dataset.empty() ? dpt::default_dataset(cfg.model) : cfg.dataset;
+    if (max_entropy_ratio > 0 && dataset != "text")
+      throw std::invalid_argument("--max-entropy-ratio compares the loss per byte with the bytes' unigram entropy: it "
+                                  "applies to --dataset text only, not '" + dataset + "'");
+    if (sample_len < 0) throw std::invalid_argument("--sample-len must be >= 0, got " + std::to_string(sample_len));
   });
   if (rc) return *rc;
   cfg.on_log = [](const std::string& line) {
@@ -94,7 +132,7 @@ int main(int argc, char** argv) {
     row("model", c.model + " (" + std::to_string(run_trainer.model().num_params()) + " params)");
     row("dataset", run_trainer.train_set().name() + " (" + std::to_string(run_trainer.train_set().size()) +
                        " train, " + std::to_string(run_trainer.held_out_set().size()) + " held out)");
-    row("optimizer", cfg.optimizer + " lr " + std::to_string(cfg.lr_config.lr) + " " + cfg.lr_schedule +
+    row("optimizer", cfg.optimizer + " lr " + fmt("%g", cfg.lr_config.lr) + " " + cfg.lr_schedule +
                          (cfg.lr_schedule == "cosine" ? " over " + std::to_string(c.lr_config.total_steps) : ""));
     row("batch size", std::to_string(cfg.batch_size));
     row("epochs / max steps", std::to_string(cfg.epochs) + " / " + std::to_string(cfg.max_steps));
@@ -112,8 +150,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (eval_only) {
       const dpt::EvalResult ev = run_trainer.evaluate_held_out();
-      std::printf("eval-only: held-out loss %.6f accuracy %.4f (%zu samples)\n", ev.loss,
-                  ev.accuracy.value_or(std::nan("")), ev.samples);
+      const std::string covered = dpt::tools::eval_coverage(ev.samples, run_trainer.held_out_set().size(), c.dataset);
+      if (ev.accuracy) std::printf("eval-only: held-out loss %.6f accuracy %.4f (%s)\n", ev.loss, *ev.accuracy, covered.c_str());
+      else std::printf("eval-only: held-out loss %.6f (%s)\n", ev.loss, covered.c_str());
       return 0;
     }
 
@@ -123,31 +162,44 @@ int main(int argc, char** argv) {
     const double ratio = r.sgemm_gflops > 0 ? r.achieved_gflops / r.sgemm_gflops : 0;
     std::printf("\nresults\n");
     std::printf("  model FLOPs per sample  : %.3f MFLOP (GEMMs of forward + backward)\n", r.flops_per_sample / 1e6);
-    std::printf("  training throughput     : %.0f samples/s\n", r.samples_per_s);
+    // A language model's samples are seq-len token positions each (text-docs: padding included).
+    const std::string tokens = !run_trainer.model().takes_tokens() ? ""
+        : " (" + dpt::tools::rate(r.samples_per_s * double(c.model_config.seq_len)) + " token positions/s" +
+              (c.dataset == "text-docs" ? ", padding included)" : ")");
+    std::printf("  training throughput     : %s samples/s%s\n", dpt::tools::rate(r.samples_per_s).c_str(), tokens.c_str());
     std::printf("  achieved                : %.2f GFLOP/s\n", r.achieved_gflops);
     std::printf("  sgemm, same shapes      : %.2f GFLOP/s (%s)\n", r.sgemm_gflops, dpt::gemm_engine_description().c_str());
     std::printf("  ratio                   : %.1f%%\n", 100 * ratio);
     bool ok = true;
+    const std::string covered = dpt::tools::eval_coverage(last.eval.samples, run_trainer.held_out_set().size(), c.dataset);
     if (last.eval.accuracy) {
-      std::printf("  test accuracy           : %.4f (%zu samples)\n", *last.eval.accuracy, last.eval.samples);
+      std::printf("  test accuracy           : %.4f (%s)\n", *last.eval.accuracy, covered.c_str());
       if (min_accuracy > 0 && !(*last.eval.accuracy >= min_accuracy)) {
         std::printf("  FAIL: accuracy below %.4f\n", min_accuracy);
         ok = false;
       }
-    } else {
-      std::printf("  held-out loss           : %.4f\n", last.eval.loss);
-    }
-    if (r.unigram_entropy > 0) {
+    } else if (c.dataset == "text-docs") {  // GPT-2's BPE tokens
+      std::printf("  held-out loss           : %.4f nats/token (perplexity %.4g; %s)\n", last.eval.loss,
+                  std::exp(last.eval.loss), covered.c_str());
+    } else if (r.unigram_entropy > 0) {  // byte-level text: the loss is per byte, comparable to the bytes' entropy
       const double er = last.eval.loss / r.unigram_entropy;
-      std::printf("  validation loss         : %.4f nats/byte (%.3f bits/byte)\n", last.eval.loss, last.eval.loss / std::log(2.0));
-      std::printf("  unigram entropy         : %.4f nats/byte\n", r.unigram_entropy);
-      std::printf("  loss / entropy          : %.1f%% (target < 60%%)\n", 100 * er);
+      std::printf("  held-out loss           : %.4f nats/byte (%.3f bits/byte; %s)\n", last.eval.loss,
+                  last.eval.loss / std::log(2.0), covered.c_str());
+      std::printf("  unigram entropy         : %.4f nats/byte (of the held-out bytes' frequencies)\n", r.unigram_entropy);
+      std::printf("  loss / unigram entropy  : %.1f%%%s\n", 100 * er,
+                  max_entropy_ratio > 0 ? (" (target < " + fmt("%g", 100 * max_entropy_ratio) + "%)").c_str() : "");
       if (max_entropy_ratio > 0 && !(er < max_entropy_ratio)) {
         std::printf("  FAIL: loss / entropy above %.2f\n", max_entropy_ratio);
         ok = false;
       }
-      std::string text = run_trainer.generate(prompt, sample_len, temperature, cfg.seed + 1);
-      std::printf("\nsample (temperature %.2f):\n%s\n", temperature, printable(text).c_str());
+    } else {
+      std::printf("  held-out loss           : %.4f (%s%s)\n", last.eval.loss,
+                  c.dataset == "synthetic-regression" ? "mean squared error; " : "", covered.c_str());
+    }
+    if (sample_len > 0 && run_trainer.model().takes_tokens()) {
+      const std::string text = sample_text(run_trainer, prompt, sample_len, temperature, cfg.seed + 1);
+      std::printf("\nsample (%lld %s, temperature %.2f):\n%s\n", (long long)sample_len,
+                  c.dataset == "text-docs" ? "tokens" : "bytes", temperature, text.c_str());
     }
     if (min_gemm_ratio > 0 && !(ratio >= min_gemm_ratio)) {
       std::printf("  FAIL: GEMM efficiency below %.0f%%\n", 100 * min_gemm_ratio);

@@ -5,23 +5,36 @@
 // Afterwards the step holds model.safetensors + model.optim.safetensors with plain names
 // (exp_avg, exp_avg_sq, ...; element i belongs to flat parameter element i), exactly as
 // DDP writes them; a run of any world size (ZeRO or not) resumes from it.
+#include <boost/program_options.hpp>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "models/checkpoint.h"
 #include "parallel/optimizer_shards.h"
+#include "tools/cli.h"
 
 namespace fs = std::filesystem;
+namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
-  if (argc != 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fprintf(stderr, "usage: zero_consolidate <checkpoint dir | checkpoint dir/step_N>\n");
-    return argc == 2 ? 0 : 2;
-  }
+  std::string where;
+  dpt::tools::Cli cli("zero_consolidate", "flags");
+  cli.help_text(
+      "usage: zero_consolidate <checkpoint dir | checkpoint dir/step_N>\n"
+      "Writes the single optimizer file of a DDP checkpoint (model.optim.safetensors) from a ZeRO\n"
+      "checkpoint's per-rank shards, beside its model file; a checkpoint dir means its latest step.");
+  cli.hidden().add_options()("checkpoint", po::value(&where), "the checkpoint folder or step folder");
+  cli.positional("checkpoint", 1);
+  const auto rc = cli.parse(argc, argv, [&](const po::variables_map&) {
+    if (where.empty()) throw std::invalid_argument("name the checkpoint: zero_consolidate <checkpoint dir | checkpoint dir/step_N>");
+  });
+  if (rc) return *rc;
   try {
-    fs::path dir = argv[1];
+    fs::path dir = where;
     if (fs::exists(dir / "latest")) {
       std::ifstream f(dir / "latest");
       std::string name;

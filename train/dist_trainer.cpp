@@ -21,6 +21,7 @@
 #include "models/gemm.h"
 #include "models/gpt2.h"
 #include "models/models.h"
+#include "train/init_from.h"
 #include "train/memory_check.h"
 
 namespace dpt {
@@ -76,11 +77,15 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   if (config_.model == "gpt2") check_memory();
   std::string ds = config_.dataset.empty() ? default_dataset(config_.model) : config_.dataset;
   if (ds == "synthetic") ds = config_.model == "toy" ? "synthetic-regression" : "synthetic-classification";
+  if (const std::string note = dataset_note(config_.model, ds); !note.empty() && comm.rank() == 0)
+    std::printf("%s\n", note.c_str()), std::fflush(stdout);
   DatasetOptions opts;
   opts.path = config_.data_dir;
   opts.jsonl_field = config_.jsonl_field;
   opts.tokenizer_dir = config_.tokenizer_dir;
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
+  opts.val_fraction = config_.val_fraction;
+  opts.val_path = config_.val_file;
   opts.image = config_.image;
   train_ = make_dataset(ds, Split::train, opts);
   opts.image.augment = Augment::none;  // held-out data is never augmented
@@ -88,12 +93,20 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   token_mean_ = train_->has_ignored_targets();
   // The model's input channels and image size come from the data (as in train_local).
   adapt_model_to_images(*train_, config_.model_config);
+  set_model_classes(*train_, config_.num_classes, config_.model_config);
   ModelConfig model_config = config_.model_config;
   if (builds_sharded(config_)) {
     model_config.resident_rank = comm.rank();
     model_config.resident_world = comm.size();
   }
   model_ = make_model(config_.model, model_config);
+  // Every rank reads the file (a sharded build keeps its shard of each tensor); before
+  // the device copy, the strategy and the first collective, so a refusal stops every rank alike.
+  if (!config_.init_from.empty()) {
+    const std::string note =
+        load_init_from(config_.init_from, config_.model, *model_, config_.num_classes > 0, train_->name());
+    if (!note.empty() && comm.rank() == 0) std::printf("%s\n", note.c_str()), std::fflush(stdout);
+  }
   if (config_.model != "gpt2") check_memory();  // the other models are small: measured once built
   // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
   if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);

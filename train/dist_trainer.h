@@ -49,11 +49,17 @@ namespace dpt {
 
 struct DistTrainConfig {
   std::string model = "mlp";
-  std::string dataset;           // empty: fashion-mnist (mlp, cnn), text (gpt), synthetic (toy)
+  std::string dataset;           // empty: the model's (default_dataset: text-docs for gpt2, text for gpt, ...)
   std::string data_dir;
   std::string jsonl_field;       // text-docs: the documents are this field of JSON lines
   std::string tokenizer_dir;     // text-docs: GPT-2's vocabulary (empty: the installed one)
+  double val_fraction = 0.1;     // text-docs: share of the documents held out (text_docs.h)
+  std::string val_file;          // text-docs: held-out documents from this file instead
   ModelConfig model_config;
+  // Every model but gpt2 (which loads model_config.init_from while it is built): start
+  // from this file's parameters and buffers (train/init_from.h).
+  std::string init_from;
+  int64_t num_classes = 0;       // classification data: the head's classes (0: the data's)
   int epochs = 1;
   int64_t steps = 0;             // > 0: stop after this many steps
   size_t batch_size = 64;        // per rank, per micro-step
@@ -62,6 +68,10 @@ struct DistTrainConfig {
   OptimizerConfig optimizer_config;
   std::string lr_schedule = "constant";
   LrScheduleConfig lr_config;
+  // The schedule flags the user gave (lr-schedule, lr, warmup-steps, min-lr, step-size,
+  // gamma): on resume one that disagrees with the checkpoint's schedule is refused; the
+  // rest follow the checkpoint (dist_trainer_checkpoint.cpp).
+  std::vector<std::string> lr_flags_given;
   float clip_norm = 0;
   uint64_t seed = 0;
   bool shuffle = true;
@@ -214,6 +224,7 @@ class DistTrainer {
 
   Module& model() { return *model_; }
   const Dataset& train_set() const { return *train_; }
+  const Dataset& held_out_set() const { return *test_; }
   ParallelStrategy& strategy() { return *strategy_; }
   size_t num_buckets() const { return strategy_->num_buckets(); }
   // Model-state bytes of this rank, counted from the buffers (model_state_memory.h).

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +36,113 @@ int64_t required_int(const Metadata& meta, const std::string& key, const std::st
   } catch (const std::exception&) {
   }
   throw CheckpointError(path, "metadata '" + key + "' is '" + v + "', not an integer");
+}
+
+float required_float(const Metadata& meta, const std::string& key, const std::string& path) {
+  const std::string& v = required(meta, key, path);
+  char* end = nullptr;
+  const float x = std::strtof(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0') throw CheckpointError(path, "metadata '" + key + "' is '" + v + "', not a number");
+  return x;
+}
+
+// A float as text that reads back to the same float.
+std::string exact(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", double(v));
+  return b;
+}
+
+// The learning-rate schedule a run started with, in every checkpoint's metadata.
+void put_schedule(Metadata& meta, const std::string& kind, const LrScheduleConfig& c) {
+  meta["lr_schedule"] = kind;
+  meta["lr"] = exact(c.lr);
+  meta["lr_warmup_steps"] = std::to_string(c.warmup_steps);
+  meta["lr_total_steps"] = std::to_string(c.total_steps);
+  meta["lr_min"] = exact(c.min_lr);
+  meta["lr_step_size"] = std::to_string(c.step_size);
+  meta["lr_gamma"] = exact(c.gamma);
+}
+
+// A float for people: 0.001, not 0.00100000005.
+std::string shown(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", double(v));
+  return b;
+}
+
+std::string describe(const std::string& kind, const LrScheduleConfig& c) {
+  if (kind == "cosine")
+    return "cosine from lr " + shown(c.lr) + ", warmup " + std::to_string(c.warmup_steps) + ", to min lr " +
+           shown(c.min_lr) + " at step " + std::to_string(c.total_steps);
+  if (kind == "step")
+    return "step: lr " + shown(c.lr) + " x " + shown(c.gamma) + " every " + std::to_string(c.step_size) + " steps";
+  return kind + " lr " + shown(c.lr);
+}
+
+// --resume continues the learning-rate schedule the checkpoint was written with, as a
+// PyTorch or DeepSpeed user expects: scheduler.load_state_dict() (DeepSpeed: the
+// lr_scheduler state in its checkpoint) restores the saved schedule's parameters over the
+// ones the script constructed it with, so a resumed run never jumps to another curve
+// (a larger --steps used to restart the cosine: 6e-8 -> 2.5e-4 at the resumed step).
+// --steps only says where this run stops, so a length that differs is a note; a schedule
+// flag given now that disagrees with the checkpoint is refused, naming both values, rather
+// than silently dropped. Checkpoints written before the schedule was stored keep the
+// configured one. Returns the line to print ("" when nothing differs).
+std::string continue_schedule(const Metadata& meta, const std::string& path, DistTrainConfig& c) {
+  if (!meta.count("lr_schedule")) return "";
+  const std::string kind = meta.at("lr_schedule");
+  LrScheduleConfig saved;
+  saved.lr = required_float(meta, "lr", path);
+  saved.warmup_steps = required_int(meta, "lr_warmup_steps", path);
+  saved.total_steps = required_int(meta, "lr_total_steps", path);
+  saved.min_lr = required_float(meta, "lr_min", path);
+  saved.step_size = required_int(meta, "lr_step_size", path);
+  saved.gamma = required_float(meta, "lr_gamma", path);
+  struct Field {
+    const char* flag;
+    bool matters;
+    std::string now, then;  // exact, compared
+    std::string now_shown, then_shown;
+  };
+  const LrScheduleConfig& now = c.lr_config;
+  auto number = [](const char* flag, bool matters, float a, float b) {
+    // Shown with %g unless that hides the difference.
+    const bool same_shown = shown(a) == shown(b);
+    return Field{flag, matters, exact(a), exact(b), same_shown ? exact(a) : shown(a), same_shown ? exact(b) : shown(b)};
+  };
+  auto whole = [](const char* flag, bool matters, int64_t a, int64_t b) {
+    return Field{flag, matters, std::to_string(a), std::to_string(b), std::to_string(a), std::to_string(b)};
+  };
+  const Field fields[] = {
+      {"lr-schedule", true, c.lr_schedule, kind, c.lr_schedule, kind},
+      number("lr", true, now.lr, saved.lr),
+      whole("warmup-steps", kind == "cosine", now.warmup_steps, saved.warmup_steps),
+      number("min-lr", kind == "cosine", now.min_lr, saved.min_lr),
+      whole("step-size", kind == "step", now.step_size, saved.step_size),
+      number("gamma", kind == "step", now.gamma, saved.gamma),
+  };
+  bool differs = kind == "cosine" && now.total_steps != saved.total_steps;
+  for (const Field& f : fields) {
+    if (!f.matters || f.now == f.then) continue;
+    differs = true;
+    if (std::find(c.lr_flags_given.begin(), c.lr_flags_given.end(), f.flag) != c.lr_flags_given.end())
+      throw std::invalid_argument("--resume: --" + std::string(f.flag) + " " + f.now_shown + " differs from the " +
+                                  f.then_shown + " of the schedule the checkpoint continues (" + path +
+                                  "); leave --" + f.flag + " out to go on with it, or start a new schedule from "
+                                  "these weights with --init-from " + path);
+  }
+  if (!differs) return "";
+  std::string note = "resume: continuing the checkpoint's learning-rate schedule (" + describe(kind, saved) +
+                     ") as PyTorch's scheduler.load_state_dict does, not this command's (" +
+                     describe(c.lr_schedule, now) + ")";
+  const int64_t end = c.steps > 0 ? c.steps : now.total_steps;
+  if (kind == "cosine" && end > saved.total_steps)
+    note += "; steps " + std::to_string(saved.total_steps + 1) + " to " + std::to_string(end) + " run at its min lr " +
+            exact(saved.min_lr);
+  c.lr_schedule = kind;
+  c.lr_config = saved;
+  return note;
 }
 
 // Points <dir>/latest at `target` so that it survives a crash or a power loss: write a
@@ -82,6 +190,7 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
                 {"sample_position", std::to_string(position_)},
                 {"rng_step", std::to_string(model_->rng_step())},
                 {"model", config_.model}};
+  put_schedule(meta, config_.lr_schedule, config_.lr_config);
   if (scaler_) {  // fp16: the scale as a hexadecimal float (exact), the counters
     char hex[64];
     std::snprintf(hex, sizeof hex, "%a", double(scaler_->scale()));
@@ -114,6 +223,10 @@ bool DistTrainer::load_latest_checkpoint() {
   // world size).
   strategy_->load_optimizer_state(model_path);
   step_ = required_int(meta, "step", model_path);
+  if (const std::string note = continue_schedule(meta, model_path, config_); !note.empty()) {
+    schedule_ = make_lr_schedule(config_.lr_schedule, config_.lr_config);
+    if (comm_->rank() == 0) std::printf("%s\n", note.c_str()), std::fflush(stdout);
+  }
   // Dropout's masks continue where they were (written before rng_step was: from 0).
   if (meta.count("rng_step")) model_->set_rng_step(uint64_t(required_int(meta, "rng_step", model_path)));
   // fp16: the loss scaler goes on where it stood (a checkpoint without one, e.g. from an

@@ -15,6 +15,7 @@
 #include "models/generate.h"
 #include "models/models.h"
 #include "optim/clip_grad.h"
+#include "train/init_from.h"
 
 namespace dpt {
 namespace {
@@ -44,11 +45,14 @@ GemmRecorder record_step_gemms(Module& model, const Batch& batch) {
 
 LocalTrainer::LocalTrainer(LocalTrainConfig config) : config_(std::move(config)) {
   if (config_.dataset.empty()) config_.dataset = default_dataset(config_.model);
+  if (const std::string note = dataset_note(config_.model, config_.dataset); !note.empty()) log(note);
   DatasetOptions opts;
   opts.path = config_.data_path;
   opts.jsonl_field = config_.jsonl_field;
   opts.tokenizer_dir = config_.tokenizer_dir;
   opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
+  opts.val_fraction = config_.val_fraction;
+  opts.val_path = config_.val_file;
   opts.stride = config_.text_stride;
   opts.seed = config_.seed;
   opts.image = config_.image;
@@ -58,8 +62,13 @@ LocalTrainer::LocalTrainer(LocalTrainConfig config) : config_(std::move(config))
   test_ = make_dataset(config_.dataset, Split::test, opts);
   // Image sizes come from the data, so a CIFAR-10 run needs no extra flags.
   adapt_model_to_images(*train_, config_.model_config);
+  set_model_classes(*train_, config_.num_classes, config_.model_config);
   model_ = make_model(config_.model, config_.model_config);
-  if (!config_.init_from.empty()) load_model(config_.init_from, *model_);
+  if (!config_.init_from.empty()) {
+    const std::string note =
+        load_init_from(config_.init_from, config_.model, *model_, config_.num_classes > 0, train_->name());
+    if (!note.empty()) log(note);
+  }
   if (config_.lr_config.total_steps <= 0) {  // the schedule spans the whole run
     const int64_t per_epoch = static_cast<int64_t>(train_->size() / config_.batch_size);
     const int64_t steps = config_.max_steps > 0 ? std::min(config_.max_steps, per_epoch * config_.epochs)
@@ -146,8 +155,10 @@ LocalTrainResult LocalTrainer::run() {
     rep.eval = evaluate_held_out();
     total_seconds += rep.train_seconds;
     total_samples += samples;
-    log(format("epoch %.0f  train loss %.4f  held-out loss %.4f  acc %.4f  (%.1f s)", epoch,
-               rep.train_loss, rep.eval.loss, rep.eval.accuracy.value_or(std::nan("")), wall));
+    // Accuracy only where there is one (classifiers); a language model's loss is per token.
+    std::string line = format("epoch %.0f  train loss %.4f  held-out loss %.4f", epoch, rep.train_loss, rep.eval.loss);
+    if (rep.eval.accuracy) line += format("  acc %.4f", *rep.eval.accuracy);
+    log(line + format("  (%.1f s)", wall));
     result.epochs.push_back(rep);
   }
   result.samples_per_s = total_seconds > 0 ? total_samples / total_seconds : 0.0;

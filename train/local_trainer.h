@@ -35,11 +35,13 @@ namespace dpt {
 
 struct LocalTrainConfig {
   std::string model = "mlp";       // toy | mlp | cnn | gpt
-  std::string dataset;             // empty: fashion-mnist for mlp/cnn, text for gpt,
-                                   // synthetic-regression for toy
+  std::string dataset;             // empty: the model's (default_dataset: text-docs for gpt2,
+                                   // text for gpt, synthetic-regression for toy, else fashion-mnist)
   std::string data_path;           // empty: the dataset's default location
   std::string jsonl_field;         // text-docs: the documents are this field of JSON lines
   std::string tokenizer_dir;       // text-docs: GPT-2's vocabulary (empty: the installed one)
+  double val_fraction = 0.1;       // text-docs: share of the documents held out (text_docs.h)
+  std::string val_file;            // text-docs: held-out documents from this file instead
   ImageOptions image;              // image datasets: padding to a size for both splits,
                                    // augmentation for the training split only
   ModelConfig model_config;
@@ -61,7 +63,9 @@ struct LocalTrainConfig {
   bool measure_gemm = true;
   std::string save_path;           // non-empty: save the model here after training
   std::string init_from;           // non-empty: load parameters and buffers from this
-                                   // safetensors file (our names = torchvision's for resnet18)
+                                   // safetensors file (our names = torchvision's for resnet18;
+                                   // train/init_from.h)
+  int64_t num_classes = 0;         // classification data: the head's classes (0: the data's)
   std::function<void(const std::string&)> on_log;  // progress lines
 };
 

@@ -24,8 +24,16 @@ ModelTarget model_target(const Batch& b) {
 
 std::string default_dataset(const std::string& model) {
   if (model == "gpt") return "text";
+  if (model == "gpt2") return "text-docs";
   if (model == "toy") return "synthetic-regression";
   return "fashion-mnist";
+}
+
+std::string dataset_note(const std::string& model, const std::string& dataset) {
+  if (model == "gpt2" && dataset == "text")
+    return "note: --dataset text with --model gpt2 trains on raw bytes (token ids 0-255 of GPT-2's 50257), not on "
+           "GPT-2's BPE tokens; leave --dataset out (text-docs) to tokenize";
+  return "";
 }
 
 void adapt_model_to_images(const Dataset& train, ModelConfig& config) {

@@ -26,9 +26,14 @@ namespace dpt {
 ModelInput model_input(const Batch& b);
 ModelTarget model_target(const Batch& b);
 
-// The dataset a model trains on when none is named: text (gpt), synthetic-regression
-// (toy), fashion-mnist (the image models).
+// The dataset a model trains on when none is named, its natural one: text (gpt, whose
+// tokens are bytes), text-docs (gpt2: documents through GPT-2's BPE tokenizer, the
+// fortunes unless a file is named), synthetic-regression (toy), fashion-mnist (the image
+// models).
 std::string default_dataset(const std::string& model);
+// One line to print before training when the model and the data are an unusual pair
+// (gpt2 on the byte-level text: GPT-2 ids 0-255 are bytes), else "".
+std::string dataset_note(const std::string& model, const std::string& dataset);
 
 // Image data ([C, H, W] samples): the model's input channels and size come from the
 // data's first training sample (after padding), so CIFAR-10 (3x32x32) and Fashion-MNIST

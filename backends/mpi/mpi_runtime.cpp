@@ -77,7 +77,13 @@ std::string broadcast_from_rank0(const std::string& value) {
 }
 
 void abort_job(int exit_code) {
-  if (is_initialized()) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (!is_initialized()) return;
+  // A world of one (a singleton: e.g. --backend mpi under build/bin/launch) has no other
+  // rank left waiting: the program exits by itself, its error the last line, rather than
+  // under MPI_Abort's banner.
+  int size = 0;
+  if (MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS && size == 1) return;
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
 }
 
 }  // namespace dpt::mpi

@@ -14,7 +14,8 @@ std::string error_string(int code);
 // Rank 0's string, on every rank of MPI_COMM_WORLD (bootstrap of other backends).
 std::string broadcast_from_rank0(const std::string& value);
 // For programs (never library code): end the whole MPI job after a fatal error so that
-// no rank is left waiting in a collective. No-op when MPI is not initialized.
+// no rank is left waiting in a collective. No-op when MPI is not initialized or its world
+// is this process alone (the caller then exits with its own code).
 void abort_job(int exit_code);
 
 }  // namespace dpt::mpi

@@ -425,7 +425,10 @@ std::unique_ptr<Communicator> create_nccl_communicator(const NcclBootstrap& b, C
   const int devices = device::count(&why);
   if (device::emulated())
     throw NotBuiltError("backend 'nccl' needs a real GPU; DPT_EMULATE_DEVICE=1 emulates one for the other backends only");
-  if (devices == 0) throw NotBuiltError("backend 'nccl': no usable CUDA device here (" + why + ")");
+  if (devices == 0)
+    throw NotBuiltError("backend 'nccl': no usable CUDA device here: no NVIDIA GPU, or its driver is missing or older "
+                        "than the CUDA runtime (" + why + "); NCCL runs on GPUs only: on the CPU use --backend tcp "
+                        "(any launcher) or --backend mpi (under mpirun)");
   if (b.world_size > 1 && b.local_size > devices)
     throw UsageError(ctx, std::to_string(b.local_size) + " ranks on this host share " + std::to_string(devices) +
                               " GPU(s); NCCL needs one GPU per rank (use --backend mpi or tcp to share a GPU)");

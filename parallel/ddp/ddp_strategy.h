@@ -23,7 +23,8 @@ class DdpStrategy : public ParallelStrategy {
   void broadcast_parameters() override;
   void set_communicator(Communicator& comm) override;
   void zero_grad() override { model_.zero_grad(); }
-  void begin_backward(bool sync) override { sync_.begin_backward(sync); }
+  // The optimizer's step count decides whether PowerSGD compresses yet.
+  void begin_backward(bool sync) override { sync_.begin_backward(sync, optimizer_->step_count()); }
   void end_backward() override { stats_ = sync_.end_backward(); }
   void clip_grad_norm(float max_norm) override;
   void step(float lr) override;

@@ -15,6 +15,11 @@
 //                 reads. On a staged backend (tcp, Debian's Open MPI) each gradient is
 //                 instead downloaded once when final and reduced on the host: staging
 //                 a device bucket would cross PCIe three times (down, up, down again).
+//   PowerSGD      --grad-compress powersgd (powersgd.h), from optimizer step
+//                 start_step on: the launch sends the bucket's P matrices and
+//                 uncompressed elements in one allreduce (avg); the completion
+//                 orthonormalises P, averages Q with a second allreduce and rebuilds the
+//                 gradients. Earlier steps are plain f32 allreduces. Host buckets only.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -22,6 +27,7 @@
 #include "comm/communicator.h"
 #include "models/module.h"
 #include "parallel/bucket_scheduler.h"
+#include "parallel/ddp/powersgd.h"
 #include "parallel/strategy_config.h"
 
 namespace dpt {
@@ -34,11 +40,13 @@ class GradAllreduce {
 
   // Only between steps, with nothing in flight. Re-decides device buckets.
   void set_communicator(Communicator& comm);
-  void begin_backward(bool sync) { scheduler_.begin_backward(sync); }
-  // Gradients are then the average over ranks, in the host buffer.
-  CommStats end_backward() { return scheduler_.end_backward(comm_->wait_timeout()); }
+  // steps_done: optimizer steps taken so far (decides whether PowerSGD compresses).
+  void begin_backward(bool sync, int64_t steps_done = 0);
+  // Gradients are then the average over ranks (PowerSGD: its approximation), in the host buffer.
+  CommStats end_backward();
   size_t num_buckets() const { return scheduler_.num_buckets(); }
   // Bytes of the 16-bit wire copies (compression only: f32 buckets reduce in place).
+  // PowerSGD: also its P, Q and error buffers.
   size_t comm_buffer_bytes() const;
   bool device_buckets() const { return device_buckets_; }
 
@@ -46,6 +54,8 @@ class GradAllreduce {
   int64_t launch(const BucketRange& b, std::vector<WorkPtr>& works, std::vector<uint16_t>& wire);
   void complete(const BucketRange& b, std::vector<uint16_t>& wire);
   void choose_device_buckets();
+  // PowerSGD's second half of bucket i: orthonormalise, average Q, rebuild.
+  void complete_powersgd(size_t i);
 
   Module& model_;
   Communicator* comm_;
@@ -53,6 +63,9 @@ class GradAllreduce {
   std::vector<std::vector<uint16_t>> wire_;  // per bucket, 16-bit wire only
   bool device_buckets_ = false;
   BucketScheduler scheduler_;
+  std::vector<std::unique_ptr<PowerSgdBucket>> powersgd_;  // per bucket, when on
+  bool compress_now_ = false;                               // this backward runs PowerSGD
+  CommStats q_stats_;                                       // Q's allreduces this backward
 };
 
 }  // namespace dpt

@@ -17,6 +17,9 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
                            const OptimizerFactory& make_optimizer)
     : ParallelStrategy(model, comm), stage_(config.zero_stage), layout_(model.num_params(), comm.size()) {
   if (stage_ < 1 || stage_ > 3) throw std::invalid_argument("ZeRO: stage " + std::to_string(stage_) + " (valid: 1, 2, 3)");
+  if (config.ddp.powersgd.rank != 0)
+    throw std::invalid_argument("--grad-compress powersgd works with DDP only (--zero 0), not with --zero " + std::to_string(stage_) +
+                                ": ZeRO reduces each gradient to its shard's owner, not a low-rank allreduce");
   optimizer_ = make_optimizer(layout_.shard);
   if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
   // Fails early (length_error) if the world is larger than ParamStore's slack allows.

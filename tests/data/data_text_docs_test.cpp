@@ -126,6 +126,33 @@ TEST_CASE("text_docs: the held-out slice is every 1/f-th document", "[text_docs]
                     Catch::Contains("seq_len must be at least 2"));
 }
 
+TEST_CASE("text_docs: a validation file is the held-out split, the data file trains whole", "[text_docs]") {
+  Fixture f;
+  std::string train_text, val_text;
+  for (int i = 0; i < 10; ++i) train_text += "{\"context\": \"" + std::string(size_t(i + 1), 'a') + "\"}\n";
+  for (int i = 0; i < 3; ++i) val_text += "{\"context\": \"" + std::string(size_t(2 * i + 11), 'a') + "\"}\n";
+  write_text(f.dir.file("train.jsonl"), train_text);
+  write_text(f.dir.file("val.jsonl"), val_text);
+  auto make = [&](Split split) {
+    dpt::DatasetOptions o;
+    o.path = f.dir.file("train.jsonl");
+    o.val_path = f.dir.file("val.jsonl");
+    o.jsonl_field = "context";  // the validation file is read in the data file's format
+    o.tokenizer_dir = f.vocab;
+    o.seq_len = 16;
+    o.val_fraction = 0.25;  // unused with a validation file
+    return dpt::make_dataset("text-docs", split, o);
+  };
+  const auto train = make(Split::train), test = make(Split::test);
+  auto doc_length = [](const dpt::Dataset& ds, size_t i) {  // tokens of "a" x n: ceil(n/2)
+    return dynamic_cast<const TextDocs&>(ds).document_tokens(i).size();
+  };
+  REQUIRE(train->size() == 10);  // every document of the data file, in order
+  for (size_t i = 0; i < 10; ++i) CHECK(doc_length(*train, i) == (i + 2) / 2);
+  REQUIRE(test->size() == 3);  // every document of the validation file, in order: 11, 13, 15 a's
+  for (size_t i = 0; i < 3; ++i) CHECK(doc_length(*test, i) == (2 * i + 12) / 2);
+}
+
 TEST_CASE("text_docs: JSON lines take one field; errors name the line", "[text_docs]") {
   Fixture f;
   write_text(f.dir.file("squad.jsonl"),

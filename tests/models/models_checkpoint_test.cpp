@@ -265,3 +265,33 @@ TEST_CASE("checkpoint: names and shapes are checked against the model", "[models
   save_safetensors(path, views);
   CHECK_THROWS_WITH(load_model(path, *toy), Catch::Contains("unexpected tensor module.extra"));
 }
+
+TEST_CASE("checkpoint: keep_own tensors keep the model's values, whatever the file holds", "[models][checkpoint]") {
+  // Fine-tuning's head replacement (train/init_from.h): net2 of another shape in the
+  // file is ignored, the model keeps its own net2, and everything else loads.
+  TempFolder dir;
+  const std::string path = (dir.path / "m.safetensors").string();
+  ModelConfig other_seed;
+  other_seed.seed = 77;
+  auto source = make_model("toy", other_seed);
+  std::vector<NamedTensorView> views = param_views(source->param_infos(), source->flat_params());
+  std::vector<float> wide(10 * 9, 0.5f), wide_bias(9, 0.25f);
+  for (auto& v : views) {
+    if (v.name == "net2.weight") v.shape = {9, 10}, v.data = wide;
+    if (v.name == "net2.bias") v.shape = {9}, v.data = wide_bias;
+  }
+  save_safetensors(path, views);
+  auto model = make_model("toy", {});
+  const std::vector<float> before(model->flat_params().begin(), model->flat_params().end());
+  CHECK_THROWS_WITH(load_model(path, *model), Catch::Contains("net2.weight has shape [9, 10]"));
+  load_model(path, *model, {"net2.weight", "net2.bias"});
+  for (const auto& p : model->param_infos()) {
+    const float* got = model->flat_params().data() + p.offset;
+    const float* want = (p.name.rfind("net2.", 0) == 0 ? before.data() : source->flat_params().data()) + p.offset;
+    CHECK(std::memcmp(got, want, p.numel * sizeof(float)) == 0);
+  }
+  // Other unknown names are still refused.
+  views.push_back({"module.extra", {20}, std::span<const float>(wide.data(), 20)});
+  save_safetensors(path, views);
+  CHECK_THROWS_WITH(load_model(path, *model, {"net2.weight", "net2.bias"}), Catch::Contains("unexpected tensor module.extra"));
+}

@@ -56,5 +56,30 @@ text += b" " * ((8 - len(text) % 8) % 8)
 open(path, "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
 PY
 expect 1 "model.safetensors.*metadata 'epoch' is missing" -- --model toy --steps 4 --checkpoint-dir "$work/ck" --resume
+
+# --- Fine-tuning and validation data (issue 26 item 5): --init-from, --num-classes,
+# --val-fraction, --val-file. Flags are refused before any data (exit 2); a file's head
+# and a class count that do not fit the data once the data is read (exit 1).
+expect 2 "--num-classes applies to --model resnet18 only \(the fc head it sizes\), not mlp" -- --model mlp --num-classes 5
+expect 2 "--num-classes 0: must be at least 1" -- --model resnet18 --num-classes 0
+expect 2 "--init-from '$work/missing.safetensors': no such file" -- --model resnet18 --init-from "$work/missing.safetensors"
+expect 2 "--val-fraction applies to --dataset text-docs only, not the model's default dataset" -- --val-fraction 0.2
+expect 2 "--val-file applies to --dataset text-docs only, not 'cifar10'" -- --model resnet18 --dataset cifar10 --val-file "$work/a_file"
+expect 2 "--val-fraction 1.5: must be between 0 and 1, exclusive" -- --model gpt2 --dataset text-docs --val-fraction 1.5
+expect 2 "--val-fraction 0: must be between 0 and 1, exclusive" -- --model gpt2 --dataset text-docs --val-fraction 0
+expect 2 "--val-file '$work/missing.txt': no such file" -- --model gpt2 --dataset text-docs --val-file "$work/missing.txt"
+expect 2 "give --val-fraction or --val-file, not both" -- --model gpt2 --dataset text-docs --val-fraction 0.2 --val-file "$work/a_file"
+/usr/bin/python3 - "$work/cifar" <<'PY'
+import os, random, sys
+d = sys.argv[1]; os.makedirs(d); rng = random.Random(0)
+for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+    with open(os.path.join(d, name), "wb") as f:
+        for _ in range(4): f.write(bytes([rng.randrange(10)]) + rng.randbytes(3072))
+PY
+tiny_resnet=(--model resnet18 --dataset cifar10 --data-dir "$work/cifar" --steps 1 --batch-size 2 --max-eval-samples 2)
+"$bin/train_local" "${tiny_resnet[@]}" --num-classes 1000 --save "$work/head1000.safetensors" > "$work/head1000.log" 2>&1 ||
+  { cat "$work/head1000.log"; echo "FAIL: could not write a 1000-class resnet18"; exit 1; }
+expect 1 "--init-from $work/head1000.safetensors: its classifier head fc.weight \[1000, 512\] has 1000 classes but cifar10/train has 10; give --num-classes 10" -- "${tiny_resnet[@]}" --init-from "$work/head1000.safetensors"
+expect 1 "--num-classes 5: cifar10/train has labels 0..9, so the head needs at least 10 classes" -- "${tiny_resnet[@]}" --num-classes 5
 ((fails == 0)) || { echo "$fails bad inputs not refused as expected"; exit 1; }
 echo "all bad inputs refused with their message"

@@ -1,9 +1,9 @@
 #pragma once
 // comm_bench's command line, spelled as nccl-tests spells it (-b -e -f -n -w -c -d -o)
-// (and -z) plus our own long options (--coll --backend --algo --inplace --json). Hand-parsed:
-// nccl-tests users type "-b 8 -e 128M", which Boost.Program_options would accept, but
-// they also type "-b8" and "--minbytes=8"; one small parser handles all three.
+// (and -z) plus our own long options (--coll --backend --algo --inplace --json), read by
+// tools/cli.h (exact names; "-b 8", "-b8" and "--minbytes=8" alike).
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,14 +32,13 @@ struct Options {
   bool blocking = false;
   bool on_device = false;  // --device cuda: buffers on this rank's GPU (LOCAL_RANK)
   std::string json_path;
-  bool help = false;
 };
 
 // "8", "64K", "1M", "2G" (powers of 1024, as nccl-tests reads them).
 size_t parse_size(const std::string& s);
 CollKind parse_coll(const std::string& s);
-// Throws std::invalid_argument with a message naming the bad flag.
-Options parse_options(int argc, char** argv);
-const char* usage();
+// Fills `o`; returns the exit status when the program should not run: 0 after --help, 2
+// after a bad flag (printed as "comm_bench: <what>" + "(see comm_bench --help)").
+std::optional<int> parse_options(int argc, char** argv, Options& o);
 
 }  // namespace dpt::bench

@@ -1,35 +1,38 @@
 #include "tools/launch/options.h"
 
+#include <boost/program_options.hpp>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 
 #include "comm/env.h"
-#include "tools/launch/process_io.h"
+#include "tools/cli.h"
 
 namespace launch {
 
 namespace {
 
-void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: launch -n N [--master-addr A] [--master-port P] [--grace-s S] [--no-prefix] prog [args...]\n"
-               "       launch --elastic -n MIN:MAX [--max-restarts K] [--nnodes H --node-rank I --rdzv-host A\n"
-               "              --master-port P] prog [args...]\n"
-               "       launch --print-env\n"
-               "Starts N local ranks of prog with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-               "MASTER_ADDR (default 127.0.0.1) and MASTER_PORT (default: a free port) set.\n"
-               "If a rank fails the others are stopped (SIGTERM, then SIGKILL after --grace-s,\n"
-               "default 5) and launch exits non-zero. --print-env prints the COMM_* variables.\n"
-               "Several hosts: one launch per host with --nnodes H --node-rank I and the same\n"
-               "--master-addr/--rdzv-host and --master-port; RANK = I * N + LOCAL_RANK, or with\n"
-               "--rank-order cyclic RANK = LOCAL_RANK * H + I (round robin over hosts, as Slurm's\n"
-               "cyclic distribution and mpirun --map-by node number them).\n"
-               "--elastic: node 0's launch serves the rendezvous store at MASTER_ADDR:MASTER_PORT;\n"
-               "a dead rank does not stop the others (train --elastic re-forms without it), and\n"
-               "with --max-restarts K up to K replacement processes join the running job. MAX\n"
-               "processes start per node; the job ends with an error below H * MIN members.\n");
-}
+const char* const kUsage =
+    "usage: launch -n N [--master-addr A] [--master-port P] [--grace-s S] [--no-prefix] prog [args...]\n"
+    "       launch --elastic -n MIN:MAX [--max-restarts K] [--nnodes H --node-rank I --rdzv-host A\n"
+    "              --master-port P] prog [args...]\n"
+    "       launch --print-env\n"
+    "Starts N local ranks of prog with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+    "MASTER_ADDR (default 127.0.0.1) and MASTER_PORT (default: a free port) set; prog's own\n"
+    "arguments (everything after its name) pass through untouched.\n"
+    "If a rank fails the others are stopped (SIGTERM, then SIGKILL after --grace-s,\n"
+    "default 5) and launch exits non-zero. --print-env prints the COMM_* variables.\n"
+    "Several hosts: one launch per host with --nnodes H --node-rank I and the same\n"
+    "--master-addr/--rdzv-host and --master-port; RANK = I * N + LOCAL_RANK, or with\n"
+    "--rank-order cyclic RANK = LOCAL_RANK * H + I (round robin over hosts, as Slurm's\n"
+    "cyclic distribution and mpirun --map-by node number them).\n"
+    "--elastic: node 0's launch serves the rendezvous store at MASTER_ADDR:MASTER_PORT;\n"
+    "a dead rank does not stop the others (train --elastic re-forms without it), and\n"
+    "with --max-restarts K up to K replacement processes join the running job. MAX\n"
+    "processes start per node; the job ends with an error below H * MIN members.";
 
 void print_env_table() {
   std::printf("| Variable | Default | Meaning |\n|---|---|---|\n");
@@ -37,137 +40,102 @@ void print_env_table() {
     std::printf("| `%s` | %s | %s |\n", k.name, *k.default_value ? k.default_value : "(unset)", k.meaning);
 }
 
-bool number(const std::string& flag, const char* v, double lo, double hi, double& out) {
+// A whole number in [lo, hi], or an error naming the flag and the value.
+double number(const std::string& flag, const std::string& v, double lo, double hi) {
   char* end = nullptr;
   errno = 0;
-  double x = v ? std::strtod(v, &end) : 0;
-  if (!v || *end || errno || x < lo || x > hi) {
-    say(flag + " needs a number in [" + std::to_string(static_cast<long>(lo)) + ", " +
-        std::to_string(static_cast<long>(hi)) + "], got '" + (v ? v : "") + "'");
-    return false;
-  }
-  out = x;
-  return true;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || errno || x < lo || x > hi)
+    throw std::invalid_argument(flag + " needs a number in [" + std::to_string(static_cast<long>(lo)) + ", " +
+                                std::to_string(static_cast<long>(hi)) + "], got '" + v + "'");
+  return x;
 }
 
 // N or MIN:MAX.
-bool counts(const std::string& flag, const char* v, Options& o) {
-  const std::string s = v ? v : "";
+void counts(const std::string& flag, const std::string& s, Options& o) {
   const auto colon = s.find(':');
-  double lo = 0, hi = 0;
   if (colon == std::string::npos) {
-    if (!number(flag, v, 1, 4096, hi)) return false;
-    o.nproc = o.min_nproc = static_cast<int>(hi);
-    return true;
+    o.nproc = o.min_nproc = static_cast<int>(number(flag, s, 1, 4096));
+    return;
   }
-  const std::string a = s.substr(0, colon), b = s.substr(colon + 1);
-  if (!number(flag + " (MIN of MIN:MAX)", a.c_str(), 1, 4096, lo) ||
-      !number(flag + " (MAX of MIN:MAX)", b.c_str(), 1, 4096, hi))
-    return false;
-  if (lo > hi) {
-    say(flag + " " + s + ": MIN is larger than MAX");
-    return false;
-  }
+  const double lo = number(flag + " (MIN of MIN:MAX)", s.substr(0, colon), 1, 4096);
+  const double hi = number(flag + " (MAX of MIN:MAX)", s.substr(colon + 1), 1, 4096);
+  if (lo > hi) throw std::invalid_argument(flag + " " + s + ": MIN is larger than MAX");
   o.min_nproc = static_cast<int>(lo);
   o.nproc = static_cast<int>(hi);
-  return true;
+}
+
+// One value under either of two names (torchrun's and ours); both given must agree.
+std::string either(const boost::program_options::variables_map& vm, const char* a, const char* b) {
+  const bool has_a = vm.count(a) > 0, has_b = vm.count(b) > 0;
+  const std::string va = has_a ? vm[a].as<std::string>() : "", vb = has_b ? vm[b].as<std::string>() : "";
+  if (has_a && has_b && va != vb)
+    throw std::invalid_argument(std::string("--") + a + " '" + va + "' and --" + b + " '" + vb +
+                                "' name the same setting: give one");
+  return has_a ? va : vb;
 }
 
 }  // namespace
 
 bool parse(int argc, char** argv, Options& o, int& exit_code) {
-  int i = 1;
-  bool ranged = false;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.empty() || a[0] != '-') break;
-    if (a == "--") {
-      ++i;
-      break;
+  namespace po = boost::program_options;
+  std::string nnodes = "1", node_rank = "0", port, grace = "5", restarts = "0", order = "block";
+  bool print_env = false;
+  dpt::tools::Cli cli("launch", "flags");
+  cli.help_text(kUsage);
+  cli.flags().add_options()
+    ("nproc,n", po::value<std::string>(), "N: processes on this node (elastic: MIN:MAX); also --nproc-per-node, -np")
+    ("nnodes", po::value(&nnodes)->default_value(nnodes), "H: hosts of the job, one launch on each")
+    ("node-rank", po::value(&node_rank)->default_value(node_rank), "I: this host's index, 0 to H-1")
+    ("rank-order", po::value(&order)->default_value(order), "block (RANK = I * N + LOCAL_RANK) or cyclic (RANK = LOCAL_RANK * H + I)")
+    ("master-addr", po::value<std::string>(), "rank 0's (elastic: node 0's store) address (default 127.0.0.1); also --rdzv-host")
+    ("master-port", po::value(&port), "its port (default: a free one; required with --nnodes > 1)")
+    ("grace-s", po::value(&grace)->default_value(grace), "seconds between SIGTERM and SIGKILL when a rank fails")
+    ("no-prefix", po::bool_switch()->notifier([&o](bool on) { o.prefix = !on; }), "do not prefix each output line with [rank r]")
+    ("elastic", po::bool_switch(&o.elastic), "a dead rank does not stop the others (train --elastic)")
+    ("max-restarts", po::value(&restarts)->default_value(restarts), "elastic: replacement processes this launch may start in all")
+    ("print-env", po::bool_switch(&print_env), "print the COMM_* environment variables as a table and exit");
+  cli.hidden().add_options()
+    ("nproc-per-node", po::value<std::string>(), "torchrun's name of --nproc")
+    ("rdzv-host", po::value<std::string>(), "torchrun's name of --master-addr");
+  cli.take_rest();  // the program and its own arguments
+  cli.spelling("-np", "nproc");  // mpirun's
+  const auto rc = cli.parse(argc, argv, [&](const po::variables_map& vm) {
+    if (print_env) return;
+    o.command = cli.rest();
+    const std::string n = either(vm, "nproc", "nproc-per-node");
+    if (n.empty()) throw std::invalid_argument("-n N is required (the processes to start on this node)");
+    counts("-n", n, o);
+    const bool ranged = n.find(':') != std::string::npos;
+    o.nnodes = static_cast<int>(number("--nnodes", nnodes, 1, 4096));
+    o.node_rank = static_cast<int>(number("--node-rank", node_rank, 0, 4095));
+    if (order != "block" && order != "cyclic")
+      throw std::invalid_argument("--rank-order takes block (RANK = I * N + LOCAL_RANK) or cyclic (RANK = LOCAL_RANK * H + I), got '" + order + "'");
+    o.cyclic = order == "cyclic";
+    if (!port.empty()) o.master_port = static_cast<int>(number("--master-port", port, 1, 65535));
+    const std::string addr = either(vm, "master-addr", "rdzv-host");
+    if (vm.count("master-addr") || vm.count("rdzv-host")) {
+      if (addr.empty()) throw std::invalid_argument("--master-addr needs an address");
+      o.master_addr = addr;
     }
-    std::string value;
-    bool has_inline = false;
-    if (auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_inline = true;
-    }
-    auto next = [&]() -> const char* {
-      if (has_inline) return value.c_str();
-      return i + 1 < argc ? argv[++i] : nullptr;
-    };
-    double x = 0;
-    if (a == "-h" || a == "--help") {
-      usage(stdout);
-      exit_code = 0;
-      return false;
-    } else if (a == "--print-env") {
-      print_env_table();
-      exit_code = 0;
-      return false;
-    } else if (a == "-n" || a == "--nproc" || a == "--nproc-per-node" || a == "-np") {
-      const char* v = next();
-      if (!counts(a, v, o)) return false;
-      ranged = v && std::string(v).find(':') != std::string::npos;
-    } else if (a == "--nnodes") {
-      if (!number(a, next(), 1, 4096, x)) return false;
-      o.nnodes = static_cast<int>(x);
-    } else if (a == "--rank-order") {
-      const char* v = next();
-      const std::string order = v ? v : "";
-      if (order != "block" && order != "cyclic") {
-        say("--rank-order takes block (RANK = I * N + LOCAL_RANK) or cyclic (RANK = LOCAL_RANK * H + I)");
-        return false;
-      }
-      o.cyclic = order == "cyclic";
-    } else if (a == "--node-rank") {
-      if (!number(a, next(), 0, 4095, x)) return false;
-      o.node_rank = static_cast<int>(x);
-    } else if (a == "--master-port") {
-      if (!number(a, next(), 1, 65535, x)) return false;
-      o.master_port = static_cast<int>(x);
-    } else if (a == "--master-addr" || a == "--rdzv-host") {
-      const char* v = next();
-      if (!v || !*v) {
-        say(a + " needs an address");
-        return false;
-      }
-      o.master_addr = v;
-    } else if (a == "--grace-s") {
-      if (!number(a, next(), 0, 3600, o.grace_s)) return false;
-    } else if (a == "--no-prefix") {
-      o.prefix = false;
-    } else if (a == "--elastic") {
-      o.elastic = true;
-    } else if (a == "--max-restarts") {
-      if (!number(a, next(), 0, 1000000, x)) return false;
-      o.max_restarts = static_cast<int>(x);
-    } else {
-      say("unknown option '" + a + "'");
-      usage(stderr);
-      return false;
-    }
-  }
-  for (; i < argc; ++i) o.command.push_back(argv[i]);
-  if (o.nproc <= 0 || o.command.empty()) {
-    say(o.nproc <= 0 ? "-n N is required" : "no program given");
-    usage(stderr);
+    o.grace_s = number("--grace-s", grace, 0, 3600);
+    o.max_restarts = static_cast<int>(number("--max-restarts", restarts, 0, 1000000));
+    if (o.command.empty()) throw std::invalid_argument("no program given (launch -n N prog [args...])");
+    if (o.node_rank >= o.nnodes)
+      throw std::invalid_argument("--node-rank " + std::to_string(o.node_rank) + " must be below --nnodes " + std::to_string(o.nnodes));
+    if (ranged && !o.elastic) throw std::invalid_argument("-n MIN:MAX needs --elastic (a fixed job has one size)");
+    if (o.max_restarts > 0 && !o.elastic)
+      throw std::invalid_argument("--max-restarts needs --elastic (a fixed job stops when a rank dies)");
+    if (o.nnodes > 1 && o.master_port == 0)
+      throw std::invalid_argument("--nnodes " + std::to_string(o.nnodes) + ": every node needs the same --master-port");
+  });
+  if (rc) {
+    exit_code = *rc;
     return false;
   }
-  if (o.node_rank >= o.nnodes) {
-    say("--node-rank " + std::to_string(o.node_rank) + " must be below --nnodes " + std::to_string(o.nnodes));
-    return false;
-  }
-  if (ranged && !o.elastic) {
-    say("-n MIN:MAX needs --elastic (a fixed job has one size)");
-    return false;
-  }
-  if (o.max_restarts > 0 && !o.elastic) {
-    say("--max-restarts needs --elastic (a fixed job stops when a rank dies)");
-    return false;
-  }
-  if (o.nnodes > 1 && o.master_port == 0) {
-    say("--nnodes " + std::to_string(o.nnodes) + ": every node needs the same --master-port");
+  if (print_env) {
+    print_env_table();
+    exit_code = 0;
     return false;
   }
   return true;

@@ -6,6 +6,7 @@
 
 #include "backends/tcp/tcp_backend.h"
 #include "comm/env.h"
+#include "comm/launch_env.h"
 #include "comm/store/job_token.h"
 
 namespace train {
@@ -38,6 +39,28 @@ dpt::Millis seconds_env(const char* name) {
 }
 
 }  // namespace
+
+void check_elastic_launch(bool elastic) {
+  const char* id = std::getenv(dpt::env::kElasticId);
+  const bool under_elastic_launch = id && *id;
+  if (under_elastic_launch && !elastic)
+    throw std::invalid_argument(std::string("this process was started by launch --elastic (") + dpt::env::kElasticId + "=" +
+                                id + "), whose launcher serves the rendezvous store on MASTER_PORT itself, but train "
+                                "was not given --elastic: add --elastic to train's flags (build/bin/launch --elastic -n "
+                                "MIN:MAX build/bin/train --elastic ...), or drop --elastic from launch for a fixed-size job");
+  if (elastic && !under_elastic_launch) {
+    const dpt::LaunchInfo li = dpt::detect_launch();
+    const std::string by = li.source == "single"     ? "no launcher (a single process)"
+                           : li.source == "torchrun" ? "a plain launch or torchrun"
+                           : li.source == "openmpi"  ? "mpirun (Open MPI)"
+                           : li.source == "slurm"    ? "srun (Slurm)"
+                                                     : "an MPI launcher (" + li.source + ")";
+    throw std::invalid_argument("--elastic needs the launcher's rendezvous store, but this process was started by " + by +
+                                ", which cannot re-form a job (" + dpt::env::kElasticId +
+                                " is not set): start it as build/bin/launch --elastic -n MIN:MAX build/bin/train --elastic "
+                                "..., or leave --elastic out");
+  }
+}
 
 std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
   const std::string id = required_env(dpt::env::kElasticId);

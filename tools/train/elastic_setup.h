@@ -24,6 +24,13 @@ struct ElasticSetup {
   bool joining = false;  // the job was running: the members' state comes in run()
 };
 
+// Before any work: train and its launcher must agree on elasticity. Under launch
+// --elastic (DPT_ELASTIC_ID set) the launcher itself serves the store on MASTER_PORT, so a
+// fixed-size rendezvous there fails on a port collision and the other ranks wait out the
+// rendezvous timeout; train --elastic under any other launcher has no store at all. Both
+// throw std::invalid_argument naming the flag that is missing.
+void check_elastic_launch(bool elastic);
+
 // Throws std::invalid_argument naming what is missing (not started by launch --elastic);
 // std::nullopt when the job finished before this process could join.
 std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options);

@@ -14,8 +14,11 @@
 #include <stdexcept>
 
 #include "backends/registry.h"
+#include "tools/model_data_check.h"
 #include "tools/optim_flags.h"
 #include "tools/run_flags.h"
+#include "tools/train/elastic_setup.h"
+#include "train/trainer_common.h"
 
 namespace po = boost::program_options;
 
@@ -89,6 +92,34 @@ std::vector<SignalHit> parse_signals(const std::string& text) {
   return hits;
 }
 
+// --grad-compress powersgd and its flags, refused where they cannot work (before any
+// rendezvous), and DdpConfig's PowerSGD part filled.
+void check_powersgd(Options& o, const po::variables_map& vm) {
+  if (o.grad_compress != "powersgd") {
+    for (const char* flag : {"powersgd-rank", "powersgd-start-step"})
+      if (vm.count(flag) && !vm[flag].defaulted())
+        throw std::invalid_argument(std::string("--") + flag + " applies to --grad-compress powersgd only (--grad-compress is " +
+                                    o.grad_compress + ")");
+    return;
+  }
+  const std::string why = "--grad-compress powersgd ";
+  if (o.zero != 0)
+    throw std::invalid_argument(why + "works with DDP only (--zero 0), not with --zero " + std::to_string(o.zero) +
+                                ": ZeRO reduces each gradient to its shard's owner; use --grad-compress bf16|fp16 there");
+  if (o.precision != "fp32")
+    throw std::invalid_argument(why + "sends fp32 P and Q matrices; --precision " + o.precision +
+                                " sends 16-bit gradients instead: use one or the other");
+  if (o.device == "cuda") throw std::invalid_argument(why + "runs on host buckets: not with --device cuda (yet)");
+  if (o.elastic)
+    throw std::invalid_argument(why + "and --elastic cannot be combined (its per-rank error feedback does not travel to a re-formed group)");
+  if (o.powersgd_rank < 1)
+    throw std::invalid_argument("--powersgd-rank " + std::to_string(o.powersgd_rank) + ": the approximation rank must be >= 1");
+  if (o.powersgd_start_step < 0)
+    throw std::invalid_argument("--powersgd-start-step " + std::to_string(o.powersgd_start_step) + ": must be >= 0");
+  o.cfg.parallel.ddp.powersgd.rank = o.powersgd_rank;
+  o.cfg.parallel.ddp.powersgd.start_step = o.powersgd_start_step;
+}
+
 }  // namespace
 
 void add_options(dpt::tools::Cli& cli, Options& o) {
@@ -123,7 +154,9 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(1.0), "size of the first (small) bucket in MiB")
     ("no-overlap", po::bool_switch(&o.no_overlap), "allreduce only after backward ends")
     ("grad-accum", po::value(&o.cfg.grad_accum)->default_value(1), "micro-steps per optimizer step")
-    ("grad-compress", po::value(&o.grad_compress)->default_value("none"), "none | bf16 | fp16 gradients on the wire")
+    ("grad-compress", po::value(&o.grad_compress)->default_value("none"), "none | bf16 | fp16 gradients on the wire | powersgd: each >= 2-dim gradient as a rank-R product P Q^T with error feedback (DDP, fp32, CPU; the error and Q are not checkpointed: a resumed run restarts them; docs/zero.md)")
+    ("powersgd-rank", po::value(&o.powersgd_rank)->default_value(4), "--grad-compress powersgd: the approximation rank R (matrices where R (n + m) >= n m travel uncompressed)")
+    ("powersgd-start-step", po::value(&o.powersgd_start_step)->default_value(10), "--grad-compress powersgd: optimizer steps averaged uncompressed before compressing (PyTorch's start_powerSGD_iter)")
     ("precision", po::value(&o.precision)->default_value("fp32"), "fp32 | bf16 | fp16: 16-bit working weights and gradients (on the wire too) with fp32 master weights; fp16 also computes activations and gradients in fp16 (emulated on the CPU) with a dynamic loss scaler")
     ("loss-scale-init", po::value(&o.cfg.loss_scaler.init_scale)->default_value(65536.0f), "fp16: initial loss scale (GradScaler's init_scale)")
     ("loss-scale-window", po::value(&o.cfg.loss_scaler.growth_interval)->default_value(2000), "fp16: clean steps before the loss scale doubles (GradScaler's growth_interval); an inf/NaN gradient halves it and skips the step")
@@ -151,15 +184,26 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
 
 void check_options(Options& o, const po::variables_map& vm) {
   dpt::tools::apply_model_options(o.cfg.model, vm, o.model, o.cfg.model_config);
+  // gpt2 reads Hugging Face's layout while the model is built; the others load a model
+  // checkpoint into the built model (train/init_from.h).
+  if (o.cfg.model != "gpt2") o.cfg.init_from = o.model.gpt2.init_from;
+  o.cfg.num_classes = o.model.num_classes;
   dpt::tools::apply_data_options(o.data, o.cfg.seed, o.cfg.image, o.cfg.data_dir, o.cfg.jsonl_field, o.cfg.tokenizer_dir);
-  // The byte-level corpus until a tokenized one is chosen: bytes are valid GPT-2 ids.
-  if (o.cfg.model == "gpt2" && o.cfg.dataset.empty()) o.cfg.dataset = "text";
+  // gpt2's own dataset, text-docs (GPT-2's tokenizer over the fortunes or --data-file),
+  // named here so that the document flags see it.
+  dpt::tools::check_dataset(o.cfg.dataset);
+  if (o.cfg.model == "gpt2" && o.cfg.dataset.empty()) o.cfg.dataset = dpt::default_dataset(o.cfg.model);
+  dpt::tools::apply_val_flags(o.data.docs, vm, o.cfg.dataset, o.cfg.val_fraction, o.cfg.val_file);
+  dpt::tools::apply_run_options(vm, o.cfg.dataset.empty() ? dpt::default_dataset(o.cfg.model) : o.cfg.dataset,
+                                o.cfg.max_eval_samples);
+  dpt::tools::check_model_data(o.cfg.model, o.cfg.model_config.vocab, o.cfg.dataset, o.cfg.data_dir, o.data.docs.data_file);
   if (o.zero < 0 || o.zero > 3) throw std::invalid_argument("--zero " + std::to_string(o.zero) + ": valid stages are 0, 1, 2, 3");
   if (o.overlap_comm != "on" && o.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + o.overlap_comm + "': valid are on, off");
   if (o.precision == "fp32") o.cfg.parallel.precision = dpt::DType::f32;
   else if (o.precision == "bf16") o.cfg.parallel.precision = dpt::DType::bf16;
   else if (o.precision == "fp16") o.cfg.parallel.precision = dpt::DType::f16;
   else throw std::invalid_argument("--precision '" + o.precision + "': valid are fp32, bf16, fp16");
+  check_powersgd(o, vm);
   // Mixed precision sends its 16-bit gradients: that compression is implied, the other conflicts.
   if (o.precision != "fp32") {
     const std::string other = o.precision == "bf16" ? "fp16" : "bf16";
@@ -197,7 +241,8 @@ void check_options(Options& o, const po::variables_map& vm) {
   if (o.grad_compress == "none") ddp.wire = dpt::DType::f32;
   else if (o.grad_compress == "bf16") ddp.wire = dpt::DType::bf16;
   else if (o.grad_compress == "fp16") ddp.wire = dpt::DType::f16;
-  else throw std::invalid_argument("--grad-compress '" + o.grad_compress + "': valid are none, bf16, fp16");
+  else if (o.grad_compress == "powersgd") ddp.wire = dpt::DType::f32;
+  else throw std::invalid_argument("--grad-compress '" + o.grad_compress + "': valid are none, bf16, fp16, powersgd");
   if (!o.uneven.empty()) {
     auto colon = o.uneven.find(':');
     if (colon == std::string::npos) throw std::invalid_argument("--debug-uneven wants R:K (rank:batches), got '" + o.uneven + "'");
@@ -207,6 +252,7 @@ void check_options(Options& o, const po::variables_map& vm) {
       throw std::invalid_argument("--debug-uneven " + o.uneven + ": rank and batches must be >= 0");
   }
   if (!o.switch_backend.empty()) parse_switch(o);
+  check_elastic_launch(o.elastic);  // before the backend: under mpirun the launcher is the mistake
   if (o.elastic) {
     const std::string b = o.backend == "auto" ? dpt::backends::resolve("auto") : o.backend;
     if (b != "tcp")
@@ -217,6 +263,13 @@ void check_options(Options& o, const po::variables_map& vm) {
       throw std::invalid_argument("--elastic-snapshot-every must be at least 1, got " + std::to_string(o.cfg.elastic_snapshot_every));
   }
   if (o.cfg.resume && o.cfg.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+  if (o.cfg.save_every > 0 && o.cfg.checkpoint_dir.empty())
+    throw std::invalid_argument("--save-every " + std::to_string(o.cfg.save_every) +
+                                " needs --checkpoint-dir DIR, where the checkpoints go (without it nothing is saved)");
+  // On --resume the checkpoint's schedule goes on; one of these given on the command line
+  // (or in --config) must agree with it (DistTrainer refuses otherwise, naming the flag).
+  for (const char* flag : {"lr-schedule", "lr", "warmup-steps", "min-lr", "step-size", "gamma"})
+    if (vm.count(flag) && !vm[flag].defaulted()) o.cfg.lr_flags_given.emplace_back(flag);
   if (!o.cfg.checkpoint_dir.empty()) check_writable_dir(o.cfg.checkpoint_dir);
   dpt::parse_algo(o.algo);
   o.signals = parse_signals(o.debug_signal);

@@ -30,6 +30,8 @@ struct Options {
   std::string switch_backend, switch_to;  // STEP:NAME, and NAME once checked
   int64_t switch_at = -1;
   int zero = 0;
+  int powersgd_rank = 4;
+  int64_t powersgd_start_step = 10;
   double bucket_mb = 25, first_bucket_mb = 1;
   bool no_overlap = false, no_shuffle = false, elastic = false, no_broadcast_buffers = false;
   std::string uneven, debug_signal, inject_inf;

@@ -13,7 +13,11 @@
 #include <vector>
 
 #include "models/gemm_choice.h"
+#include "parallel/ddp/powersgd.h"
+#include "tools/figures.h"
 #include "tools/image_flags.h"
+#include "tools/run_flags.h"
+#include "train/trainer_common.h"
 
 namespace train {
 namespace {
@@ -54,12 +58,21 @@ std::string traffic_fields(const std::vector<dpt::BackendTraffic>& traffic) {
   return out;
 }
 
+// The gradient bytes one rank hands to the communicator per step, compressed and not.
+std::string powersgd_line(const Options& o, const dpt::Module& model) {
+  const auto w = dpt::powersgd_wire(model.param_infos(), o.powersgd_rank);
+  return "PowerSGD rank " + std::to_string(o.powersgd_rank) + ": " + std::to_string(w.compressed_floats * 4) +
+         " gradient bytes per step from step " + std::to_string(o.powersgd_start_step + 1) + " (the first " +
+         std::to_string(o.powersgd_start_step) + " uncompressed: " + std::to_string(w.plain_floats * 4) + "), " +
+         fmt("%.1f", double(w.plain_floats) / double(w.compressed_floats)) + "x fewer";
+}
+
 }  // namespace
 
 void print_config(const Options& o, dpt::DistTrainer& trainer, const dpt::Communicator& comm) {
   const size_t params = trainer.model().num_params();
   std::cout << box({{"model", o.cfg.model + " (" + std::to_string(params) + " parameters, " + fmt("%.2f", params * 4.0 / (1 << 20)) + " MiB)"},
-                    {"dataset", trainer.train_set().name() + " (" + std::to_string(trainer.train_set().size()) + " samples)"},
+                    {"dataset", trainer.train_set().name() + " (" + std::to_string(trainer.train_set().size()) + " samples, " + std::to_string(trainer.held_out_set().size()) + " held out)"},
                     {"input", dpt::tools::shape_text(trainer.model().sample_shape()) + ", augmentation " + dpt::augment_name(o.cfg.image.augment)},
                     {"BatchNorm", trainer.model().flat_buffers().empty() ? "none" : std::to_string(trainer.model().flat_buffers().size()) + " buffer values, " + (o.cfg.broadcast_buffers ? "broadcast from rank 0 each step" : "per rank (not broadcast)") + (o.cfg.sync_bn ? ", SyncBatchNorm" : "")},
                     {"world size", std::to_string(comm.size())},
@@ -74,6 +87,7 @@ void print_config(const Options& o, dpt::DistTrainer& trainer, const dpt::Commun
                     {"ZeRO stage", std::to_string(o.zero) + (o.zero ? " (" + trainer.strategy().name() + ", shard " + std::to_string((params + comm.size() - 1) / comm.size()) + " elements per rank)" : " (DDP)")},
                     {o.zero >= 2 ? "ZeRO-2/3 buckets" : "DDP buckets", std::to_string(trainer.num_buckets()) + " (" + fmt("%g", o.bucket_mb) + " MiB, overlap " + (o.no_overlap ? "off" : "on") + ", wire " + o.grad_compress + ")"},
                     {"epochs / steps", std::to_string(o.cfg.epochs) + " / " + (o.cfg.steps ? std::to_string(o.cfg.steps) : "all")}});
+  if (o.grad_compress == "powersgd") std::cout << powersgd_line(o, trainer.model()) << "\n";
   std::cout << dpt::memory_table(trainer.memory_bytes(), "start");
   std::cout.flush();
 }
@@ -99,8 +113,8 @@ dpt::TrainCallbacks Reporter::callbacks(std::function<void(int64_t, const char*)
       if (!leader()) return;
       open_metrics();
       if (tty_) std::printf("\r\033[K");
-      std::printf("step %6lld | epoch %d | loss %.6f | lr %.3g | %9.0f samples/s | comm %.2f ms, exposed %.2f ms%s\n",
-                  (long long)l.step, l.epoch, l.loss, l.lr, l.samples_per_s, l.comm_s * 1e3, l.exposed_s * 1e3,
+      std::printf("step %6lld | epoch %d | loss %.6f | lr %.3g | %9s samples/s | comm %.2f ms, exposed %.2f ms%s\n",
+                  (long long)l.step, l.epoch, l.loss, l.lr, dpt::tools::rate(l.samples_per_s).c_str(), l.comm_s * 1e3, l.exposed_s * 1e3,
                   l.loss_scale > 0 ? (" | scale " + fmt("%g", l.loss_scale) + ", skipped " + std::to_string(l.skipped_steps)).c_str() : "");
       if (tty_ && o_.cfg.steps > 0) {
         int w = 30, fill = int(w * double(l.step) / double(o_.cfg.steps));
@@ -120,8 +134,11 @@ dpt::TrainCallbacks Reporter::callbacks(std::function<void(int64_t, const char*)
       if (!leader()) return;
       open_metrics();
       if (tty_) std::printf("\r\033[K");
-      if (e.accuracy) std::printf("eval  step %lld: test_loss %.4f test_acc %.4f (%zu samples)\n", (long long)step, e.loss, *e.accuracy, e.samples);
-      else std::printf("eval  step %lld: val_loss %.4f (%zu samples)\n", (long long)step, e.loss, e.samples);
+      // How much of the held-out set was evaluated: all, or the --max-eval-samples cap.
+      const std::string dataset = o_.cfg.dataset.empty() ? dpt::default_dataset(o_.cfg.model) : o_.cfg.dataset;
+      const std::string covered = dpt::tools::eval_coverage(e.samples, trainer_.held_out_set().size(), dataset);
+      if (e.accuracy) std::printf("eval  step %lld: test_loss %.4f test_acc %.4f (%s)\n", (long long)step, e.loss, *e.accuracy, covered.c_str());
+      else std::printf("eval  step %lld: val_loss %.4f (%s)\n", (long long)step, e.loss, covered.c_str());
       std::fflush(stdout);
       if (metrics_.is_open()) {
         nlohmann::json j = {{"step", step}, {"eval_loss", e.loss}, {"eval_samples", e.samples}};
@@ -166,10 +183,14 @@ void Reporter::final_line(const dpt::TrainSummary& s) {
   std::string acc = s.eval.accuracy ? "test_acc=" + fmt("%.4f", *s.eval.accuracy) : "val_loss=" + fmt("%.4f", s.eval.loss);
   double hidden = s.comm_s > 0 ? 1.0 - s.exposed_s / s.comm_s : 1.0;
   std::cout << dpt::memory_table(trainer_.memory_bytes(), "end");
-  std::printf("final: %s loss=%.6f samples_per_s=%.1f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s tokens_per_s=%.1f d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f%s\n",
+  // tokens_per_s for language models only (sample positions x samples/s); an image
+  // model has no tokens, and a 0 there read as a measurement.
+  const std::string tokens = trainer_.model().takes_tokens()
+                                 ? " tokens_per_s=" + fmt("%.1f", s.samples_per_s * double(trainer_.model().sample_shape().at(0)))
+                                 : "";
+  std::printf("final: %s loss=%.6f samples_per_s=%.3f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s%s d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f%s\n",
               acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, s.world_size, s.backend.c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, o_.zero,
-              s.comm_bytes_per_step / (1 << 20), o_.precision.c_str(), o_.device.c_str(),
-              trainer_.model().takes_tokens() ? s.samples_per_s * double(trainer_.model().sample_shape().at(0)) : 0.0,
+              s.comm_bytes_per_step / (1 << 20), o_.precision.c_str(), o_.device.c_str(), tokens.c_str(),
               (unsigned long long)s.pcie_per_step.to_host, (unsigned long long)s.pcie_per_step.to_device, s.recoveries,
               (long long)s.lost_steps, double(s.loss_scale), (long long)s.skipped_steps, s.zero_grad_frac,
               traffic_fields(s.traffic).c_str());

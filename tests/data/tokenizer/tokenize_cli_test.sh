@@ -2,7 +2,8 @@
 # build/bin/tokenize as a program: one output line per input line (empty lines, a last
 # line without '\n', '\r' kept as text), exact --decode round trip, standard input, and
 # the errors: missing or malformed vocabulary (file and line named), unknown or malformed
-# ids (line named), --strict-utf8 (line and byte named).
+# ids (line named), --strict-utf8 (line and byte named); the installed vocabulary when
+# --tokenizer is not given; usage errors (exit 2, "(see tokenize --help)"), prefixes refused.
 # Usage: tokenize_cli_test.sh TOKENIZE_BIN VOCAB_DIR
 set -uo pipefail
 tok=$1 vocab=$2
@@ -43,8 +44,13 @@ check "decode: the text back, CR included, newline added to the last line" \
 printf '' > "$work/empty"
 check "empty input, empty output" "$("$tok" --tokenizer "$vocab" "$work/empty" | wc -c)" "0"
 
+# Without --tokenizer: the installed vocabulary (VOCAB_DIR is it), as generate and train take it.
+check "default --tokenizer: the installed one" "$("$tok" "$work/in.txt")" "$(cat "$work/ids")"
+
 # Errors.
-expect_error "usage: missing --tokenizer" "--tokenizer DIR is required" "$tok" "$work/in.txt"
+expect_error "usage: a flag's prefix is not the flag" "unrecognised option '--tok'" "$tok" --tok "$vocab" "$work/in.txt"
+expect_error "usage: the short error points at --help" "(see tokenize --help)" "$tok" --bogus
+expect_error "usage: one FILE at most" "unexpected argument '$work/b.txt': tokenize takes at most 1" "$tok" "$work/in.txt" "$work/b.txt"
 expect_error "missing tokenizer directory" "$work/nope: tokenizer directory not found" \
   "$tok" --tokenizer "$work/nope" "$work/in.txt"
 expect_error "missing input file" "$work/absent.txt: cannot open" "$tok" --tokenizer "$vocab" "$work/absent.txt"
