@@ -345,13 +345,19 @@ int main(int argc, char** argv) {
     return exit_for(k.status);
   }
   if (interrupted_by) return 128 + interrupted_by;
-  if (elastic && last_elastic_failure >= 0 && !elastic->done()) {
+  // A member that exited 0 finished training (train --elastic exits 0 only then; an
+  // excluded or failed one exits non-zero): on a node other than 0 this is how the
+  // launcher knows, when node 0's launcher (and the store with it) ended first.
+  bool clean_exit = false;
+  for (const Rank& k : ranks) clean_exit |= k.status == 0 && !k.running && k.pid > 0;
+  const bool finished = elastic && (elastic->done() || clean_exit);
+  if (elastic && last_elastic_failure >= 0 && !finished) {
     // Every process ended and training never finished: the survivors could not go on.
     const Rank& k = ranks[static_cast<size_t>(last_elastic_failure)];
     say("job failed: training did not finish; the last failure: " + k.id + " " + describe_status(k.status));
     return exit_for(k.status);
   }
   for (const Rank& k : ranks)
-    if (failed(k.status) && !(elastic && elastic->done())) return 1;
+    if (failed(k.status) && !finished) return 1;
   return 0;
 }

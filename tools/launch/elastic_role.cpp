@@ -30,9 +30,11 @@ void ElasticRole::mark_dead(const std::string& id, const std::string& how) {
 }
 
 bool ElasticRole::done() {
+  if (done_seen_) return true;  // once written it stays: the store may be gone by the next ask
   if (!reachable_) return false;
   try {
-    return client_->check("elastic/done");
+    done_seen_ = client_->check("elastic/done");
+    return done_seen_;
   } catch (const std::exception& e) {
     reachable_ = false;
     say(std::string("the rendezvous store is unreachable (no longer asking it): ") + e.what());

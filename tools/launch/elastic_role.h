@@ -35,6 +35,7 @@ class ElasticRole {
   std::unique_ptr<dpt::TcpStoreServer> server_;
   std::unique_ptr<dpt::TcpStoreClient> client_;
   bool reachable_ = true;  // false after a store call failed: this host is cut off
+  bool done_seen_ = false;
 };
 
 }  // namespace launch
