@@ -1,5 +1,7 @@
 // conv_bench: Conv2d forward and backward against OpenBLAS sgemm on the same shapes.
 //   build/bin/conv_bench [--batch 32] [--size 32] [--stem imagenet|cifar] [--seconds 0.5]
+//                        [--precision fp32|bf16]
+// (DPT_CONV=im2col|onednn|auto picks Conv2d's kernel; the last column names it.)
 // For every distinct convolution of ResNet-18 at that input (batch x 3 x size x size),
 // times our Conv2d forward, and backward (weight gradient and input gradient), records
 // the sgemm calls each issues (models/gemm.h) and times raw sgemm on exactly those calls.
@@ -29,6 +31,7 @@
 
 #include "models/gemm.h"
 #include "models/layers/conv2d.h"
+#include "models/layers/conv_engine.h"
 
 using namespace dpt;
 
@@ -120,19 +123,25 @@ int main(int argc, char** argv) {
   int64_t batch = 32, size = 32;
   std::string stem = "imagenet";
   double min_seconds = 0.5;
+  bool bf16 = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batch = std::stoll(v);
     else if (k == "--size") size = std::stoll(v);
     else if (k == "--stem") stem = v;
     else if (k == "--seconds") min_seconds = std::stod(v);
+    else if (k == "--precision" && (v == "fp32" || v == "bf16")) bf16 = v == "bf16";
     else {
-      std::fprintf(stderr, "conv_bench: unknown option %s\n", k.c_str());
+      std::fprintf(stderr, "conv_bench: unknown option or value: %s %s\n", k.c_str(), v.c_str());
       return 2;
     }
   }
-  std::printf("Conv2d vs sgemm, ResNet-18 convolutions, batch %lld, %lldx%lld input, %s stem\n", (long long)batch,
-              (long long)size, (long long)size, stem.c_str());
+  // bf16: Conv2d's products in bf16 (oneDNN's bf16 convolutions, or gemm_bf16 under
+  // im2col) where bf16_gemm_native(), as Module::set_gemm_precision makes them.
+  const GemmPrecisionScope precision(bf16 ? GemmPrecision::bf16 : GemmPrecision::f32);
+  std::printf("Conv2d vs sgemm, ResNet-18 convolutions, batch %lld, %lldx%lld input, %s stem, %s\n", (long long)batch,
+              (long long)size, (long long)size, stem.c_str(), bf16 ? bf16_gemm_description().c_str() : "fp32");
+  std::printf("%s\n", conv_engine_description().c_str());
   std::printf("%-24s %5s %8s %8s %8s %8s %6s %6s %8s\n", "layer shape", "count", "fwd ms", "sgemm", "bwd ms", "sgemm",
               "fwd %", "bwd %", "GFLOP/s");
   double tot_f = 0, tot_b = 0, tot_gf = 0, tot_gb = 0, tot_flops = 0;
@@ -170,8 +179,8 @@ int main(int argc, char** argv) {
     char name[64];
     std::snprintf(name, sizeof name, "%lld->%lld k%lld/%lld %lldx%lld", (long long)s.c, (long long)s.oc,
                   (long long)s.k, (long long)s.stride, (long long)s.h, (long long)s.h);
-    std::printf("%-24s %5d %8.3f %8.3f %8.3f %8.3f %5.0f%% %5.0f%% %8.1f\n", name, s.count, tf * 1e3, gf * 1e3, tb * 1e3,
-                gb * 1e3, 100 * gf / tf, 100 * gb / tb, flops / (tf + tb) / 1e9);
+    std::printf("%-24s %5d %8.3f %8.3f %8.3f %8.3f %5.0f%% %5.0f%% %8.1f  %s\n", name, s.count, tf * 1e3, gf * 1e3,
+                tb * 1e3, gb * 1e3, 100 * gf / tf, 100 * gb / tb, flops / (tf + tb) / 1e9, conv.kernel().c_str());
     tot_f += s.count * tf;
     tot_b += s.count * tb;
     tot_gf += s.count * gf;

@@ -12,6 +12,8 @@
 //   precision   --precision bf16: the model's GEMMs with bf16 operands and fp32
 //               accumulation (Module::set_gemm_precision), where the CPU has AMX or
 //               AVX512-BF16; the replay below then runs them as gemm_bf16 too.
+//   serial loops --serial-loops: LayerNorm, GELU, adds, softmax, loss and Adam on one
+//               thread (SerialLoopsScope), as before they ran on parallel_for's threads.
 //   sgemm       OpenBLAS on exactly those calls: the ceiling. One round of them is timed
 //               right after each timed step, so each step has a ceiling measured under
 //               the same load; the GEMM ratio is sgemm-round time / step time, per pair,
@@ -33,6 +35,7 @@
 #include <iostream>
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -40,6 +43,7 @@
 
 #include "data/batch.h"
 #include "models/gemm.h"
+#include "models/parallel_for.h"
 #include "models/gpt2.h"
 #include "models/huge_pages.h"
 #include "models/models.h"
@@ -61,6 +65,7 @@ int main(int argc, char** argv) {
       "steps", po::value(&steps), "timed steps")("warmup", po::value(&warmup), "untimed steps first")(
       "dropout", po::value(&dropout), "dropout (GPT-2: 0.1)")("lr", po::value(&lr), "Adam learning rate")(
       "no-gemm", "skip the sgemm ceiling measurement")(
+      "serial-loops", "run the layers' and Adam's loops on one thread (models/parallel_for.h), for comparison")(
       "precision", po::value(&precision),
       "fp32 | bf16: the model's GEMM precision (bf16: bf16 operands, fp32 accumulation, where native; "
       "fp32 weights and Adam either way)");
@@ -73,6 +78,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     measure_gemm = !vm.count("no-gemm");
+    std::optional<dpt::SerialLoopsScope> serial_loops;
+    if (vm.count("serial-loops")) serial_loops.emplace();
     dpt::ModelConfig cfg;
     dpt::Gpt2Request req;
     req.size = size;
@@ -80,6 +87,7 @@ int main(int argc, char** argv) {
     cfg.seq_len = seq;
     cfg.dropout = dropout;
     auto model = dpt::make_model("gpt2", cfg);
+    std::printf("# GEMM: %s\n", dpt::gemm_engine_description().c_str());
     if (precision == "bf16") {
       model->set_gemm_precision(dpt::GemmPrecision::bf16);
       std::printf("# %s\n", dpt::bf16_gemm_description().c_str());
@@ -105,6 +113,7 @@ int main(int argc, char** argv) {
       rec = dpt::record_step_gemms(*model, make_batch());
       gemm_flops = rec.total_flops();
       replay = std::make_unique<dpt::GemmReplay>(rec);  // scratch allocated (and touched) once
+      const dpt::GemmPrecisionScope as_in_the_step(model->gemm_precision());
       replay->run_round();                              // warm-up
     }
     std::vector<double> ratios;  // sgemm round time / step time, per timed step
@@ -129,6 +138,8 @@ int main(int argc, char** argv) {
       total += sec(t0, t5);
       if (best == 0 || sec(t0, t5) < best) best = sec(t0, t5);
       if (measure_gemm) {
+        // The replay's products run as the step's (bf16: its conversions on oneDNN's threads).
+        const dpt::GemmPrecisionScope as_in_the_step(model->gemm_precision());
         const double round = replay->run_round();
         ratios.push_back(round / sec(t0, t5));
         std::fprintf(stderr, "  sgemm replay of the step's GEMMs %.3f s (ratio %.3f)\n", round, ratios.back());

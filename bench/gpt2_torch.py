@@ -3,7 +3,7 @@
 architecture, written here in plain PyTorch: learned positions, pre-LayerNorm blocks,
 fused q/k/v Conv1D as addmm, causal softmax attention, gelu tanh form, tied head,
 dropout on embeddings, attention probabilities and residuals) trained with
-torch.optim.Adam on random tokens, fp32, with the thread count given.
+torch.optim.Adam on random tokens, fp32, with the thread count given (--bf16: under CPU autocast to bf16).
 
 With --ddp N, N processes on this host train it under DistributedDataParallel (gloo
 backend, its default 25 MiB buckets), each with --threads threads and its own batch.
@@ -12,7 +12,7 @@ Prints one "result key=value ..." line (rank 0): tokens_per_s (all ranks' tokens
 the timed steps after the warm-up (mean step time), best_tokens_per_s (the fastest
 step), step_ms, and peak_rss_mb (ru_maxrss, rank 0).
 usage: gpt2_torch.py [--size 124M] [--batch 4] [--seq 64] [--steps 10] [--warmup 2]
-                     [--threads 2] [--dropout 0.1] [--ddp N]
+                     [--threads 2] [--dropout 0.1] [--ddp N] [--bf16]
 """
 import argparse
 import math
@@ -102,7 +102,10 @@ def train(rank, a):
         labels = torch.cat([tokens[:, 1:], torch.full((a.batch, 1), -100)], dim=1)
         t0 = time.perf_counter()
         opt.zero_grad()  # PyTorch 1.13's default: gradients zero-filled, not freed
-        loss = model(tokens, labels)
+        # --bf16: CPU autocast, as PyTorch users get AMX/AVX512-BF16 (oneDNN bf16 matmuls,
+        # fp32 weights and Adam); fp32 otherwise.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = model(tokens, labels)
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
@@ -114,7 +117,8 @@ def train(rank, a):
         step_s = sum(times) / len(times)
         tokens_per_step = a.batch * a.seq * world
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"result size={a.size} params={params} batch={a.batch} seq={a.seq} ranks={world} "
+        print(f"result size={a.size} precision={'bf16' if a.bf16 else 'fp32'} params={params} batch={a.batch} "
+              f"seq={a.seq} ranks={world} "
               f"threads={torch.get_num_threads()} tokens_per_s={tokens_per_step / step_s:.1f} "
               f"best_tokens_per_s={tokens_per_step / min(times):.1f} step_ms={1e3 * step_s:.1f} "
               f"peak_rss_mb={rss:.0f}", flush=True)
@@ -133,6 +137,7 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--lr", type=float, default=3e-5)
     ap.add_argument("--ddp", type=int, default=0)
+    ap.add_argument("--bf16", action="store_true", help="torch.autocast('cpu', dtype=torch.bfloat16)")
     a = ap.parse_args()
     if a.ddp:
         torch.multiprocessing.spawn(train, args=(a,), nprocs=a.ddp)

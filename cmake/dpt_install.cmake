@@ -3,7 +3,7 @@
 #   find_package(dpt REQUIRED)   target_link_libraries(app PRIVATE dpt::backends)
 include(CMakePackageConfigHelpers)
 
-set(_dpt_targets dpt_comm dpt_backend_tcp dpt_backends)
+set(_dpt_targets dpt_device dpt_comm dpt_backend_tcp dpt_backends)
 foreach(t dpt_backend_mpi dpt_backend_nccl)  # where this build has them
   if(TARGET ${t})
     list(APPEND _dpt_targets ${t})
@@ -23,7 +23,7 @@ foreach(p launch demo comm_bench train train_local zero_consolidate tokenize gen
     install(TARGETS ${p} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
 endforeach()
-foreach(dir comm backends models data optim parallel train)
+foreach(dir device comm backends models data optim parallel train)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dpt/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()

@@ -7,6 +7,7 @@
 #include "comm/algorithms/selector.h"
 #include "comm/collective_queue.h"
 #include "comm/collective_fingerprint.h"
+#include "comm/device/device_reduce.h"
 #include "comm/device/staging.h"
 #include "comm/env.h"
 #include "comm/reduce_kernels.h"

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "device/runtime.h"  // kEmulateDeviceVar
+
 namespace dpt::env {
 
 struct Knob {
@@ -54,7 +56,7 @@ inline constexpr const char* kJobToken = "COMM_JOB_TOKEN";
 inline constexpr const char* kDebugCollectives = "COMM_DEBUG_COLLECTIVES";
 inline constexpr const char* kWaitersRun = "COMM_WAITERS_RUN";
 inline constexpr const char* kStagingSegmentBytes = "COMM_STAGING_SEGMENT_BYTES";
-inline constexpr const char* kEmulateDevice = "DPT_EMULATE_DEVICE";
+inline constexpr const char* kEmulateDevice = device::kEmulateDeviceVar;  // read by device/runtime.cpp
 inline constexpr const char* kElasticId = "DPT_ELASTIC_ID";
 inline constexpr const char* kElasticMin = "DPT_ELASTIC_MIN";
 inline constexpr const char* kElasticMax = "DPT_ELASTIC_MAX";

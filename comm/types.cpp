@@ -71,8 +71,4 @@ ReduceOp parse_reduce_op(std::string_view s) {
                               "'; valid: sum, prod, min, max, avg");
 }
 
-std::string Device::str() const {
-  return kind == DeviceKind::cpu ? "cpu" : "cuda:" + std::to_string(index);
-}
-
 }  // namespace dpt

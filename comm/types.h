@@ -6,11 +6,12 @@
 #include <string>
 #include <string_view>
 
+#include "device/device.h"  // Device, DeviceKind
+
 namespace dpt {
 
 enum class DType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64 };
 enum class ReduceOp : uint8_t { sum, prod, min, max, avg };
-enum class DeviceKind : uint8_t { cpu, cuda };
 
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                        DType::i8,  DType::u8,  DType::i32, DType::i64};
@@ -25,13 +26,6 @@ bool is_floating(DType t);
 // half, int8, uint8, int32, int64, double); throws std::invalid_argument listing them.
 DType parse_dtype(std::string_view s);
 ReduceOp parse_reduce_op(std::string_view s);
-
-struct Device {
-  DeviceKind kind = DeviceKind::cpu;
-  int index = 0;
-  bool is_cpu() const { return kind == DeviceKind::cpu; }
-  std::string str() const;
-};
 
 // A non-owning view of `count` elements of `dtype` at `data` on `device`.
 struct Buffer {

@@ -61,6 +61,10 @@ double GemmRecorder::total_flops() const {
   return f;
 }
 
+void record_gemm(const GemmShape& s) {
+  if (t_recorder) t_recorder->record(s);
+}
+
 GemmRecordScope::GemmRecordScope(GemmRecorder& r) : previous_(t_recorder) { t_recorder = &r; }
 GemmRecordScope::~GemmRecordScope() { t_recorder = previous_; }
 

@@ -102,6 +102,10 @@ class GemmRecorder {
   std::map<GemmShape, int64_t> calls_;
 };
 
+// Records s on this thread's recorder, if one is installed: for products that run outside
+// sgemm (oneDNN's convolutions record the im2col GEMMs they stand for).
+void record_gemm(const GemmShape& s);
+
 // Installs a recorder on this thread for the scope's lifetime.
 class GemmRecordScope {
  public:

@@ -1,6 +1,8 @@
 #include "models/loss.h"
 
+#include "device/runtime.h"
 #include "models/cuda/gpu_ops.h"
+#include "models/parallel_for.h"
 
 #include <algorithm>
 #include <cmath>
@@ -87,7 +89,7 @@ LossSum SoftmaxCrossEntropy::forward_sum(const Tensor& logits, const ModelTarget
   if (logits.on_cuda()) {
     // Labels travel as 4-byte words in a float array (same size, never read as floats).
     labels_device_.reserve(rows);
-    gpu::upload(labels_device_.data(), target.labels, rows * sizeof(int32_t));
+    device::copy(labels_device_.data(), target.labels, rows * sizeof(int32_t));
     row_loss_.set_device(TensorDevice::kCuda);
     row_loss_.resize({static_cast<int64_t>(rows)});
     gpu::softmax_cross_entropy(logits.data(), reinterpret_cast<const int32_t*>(labels_device_.data()),
@@ -98,19 +100,26 @@ LossSum SoftmaxCrossEntropy::forward_sum(const Tensor& logits, const ModelTarget
     last_ = out;
     return out;
   }
-  for (size_t r = 0; r < rows; ++r) {
-    const float* z = logits.data() + r * c;
-    float* g = grad_.data() + r * c;
-    const int32_t label = target.labels[r];
-    if (label == kIgnoreLabel) {
-      std::fill(g, g + c, 0.0f);
-      continue;
+  // Rows on parallel_for's threads, each row's loss kept and summed in row order after:
+  // the same bits as one thread.
+  row_terms_.resize(rows);
+  parallel_for(static_cast<int64_t>(rows), parallel_grain(4 * c), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* z = logits.data() + r * c;
+      float* g = grad_.data() + r * c;
+      const int32_t label = target.labels[r];
+      if (label == kIgnoreLabel) {
+        std::fill(g, g + c, 0.0f);
+        continue;
+      }
+      const RowExp e = exp_row(z, g, c);
+      row_terms_[r] = std::log(e.sum) + e.max - z[label];
+      scale_row(g, c, g_scale / e.sum);
+      g[label] -= g_scale;
     }
-    const RowExp e = exp_row(z, g, c);
-    out.sum += std::log(e.sum) + e.max - z[label];
-    scale_row(g, c, g_scale / e.sum);
-    g[label] -= g_scale;
-  }
+  });
+  for (size_t r = 0; r < rows; ++r)
+    if (target.labels[r] != kIgnoreLabel) out.sum += row_terms_[r];
   last_ = out;
   return out;
 }
@@ -123,7 +132,7 @@ LossSum MseLoss::forward_sum(const Tensor& output, const ModelTarget& target, fl
     MseLoss host;
     last_ = host.forward_sum(output.to_host(), target, grad_scale);
     grad_.resize_like(output);
-    gpu::upload(grad_.data(), host.grad().data(), output.numel() * sizeof(float));
+    device::copy(grad_.data(), host.grad().data(), output.numel() * sizeof(float));
     return last_;
   }
   const size_t n = output.numel();

@@ -67,6 +67,7 @@ class SoftmaxCrossEntropy : public Loss {
  private:
   DeviceFloats labels_device_;  // CUDA logits: the labels on the device
   Tensor row_loss_;             // and each row's loss there
+  std::vector<float> row_terms_;  // CPU logits: each row's loss, summed in row order
 };
 
 class MseLoss : public Loss {

@@ -1,6 +1,6 @@
 #include "models/module.h"
 
-#include "models/cuda/gpu_ops.h"
+#include "device/runtime.h"
 #include "models/parallel_for.h"
 
 #include <algorithm>
@@ -60,11 +60,15 @@ void Module::to_cuda(int device_index) {
     if (!layer->supports_cuda())
       throw std::invalid_argument(name_ + ": layer " + layer->name() + " has no CUDA kernels (models on CUDA: " +
                                   "toy, mlp, gpt, gpt2)");
+  // The emulated device is host memory: the kernels would be handed host pointers.
+  if (device::emulated())
+    throw device::DeviceError(name_ + ": " + device::kEmulateDeviceVar +
+                              "=1 emulates a device for comm/'s staging paths only; it runs no model kernels");
   std::string why;
-  if (gpu::device_count(&why) <= device_index)
-    throw gpu::GpuError(name_ + ": no CUDA device " + std::to_string(device_index) + " here (" + why + ")");
+  if (device::kernel_device_count(&why) <= device_index)
+    throw device::DeviceError(name_ + ": no CUDA device " + std::to_string(device_index) + " here (" + why + ")");
   if (fp16()) throw std::invalid_argument(name_ + ": fp16 compute precision is emulated on the CPU only");
-  gpu::use_device(device_index);
+  device::set_current(Device{DeviceKind::cuda, device_index});
   store_.attach_device();
   cuda_ = true;
 }
@@ -106,7 +110,7 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
     shape.insert(shape.end(), in.sample_shape.begin(), in.sample_shape.end());
     input_.set_device(cuda_ ? TensorDevice::kCuda : TensorDevice::kCpu);
     input_.resize(std::move(shape));
-    if (cuda_) gpu::upload(input_.data(), in.x, input_.numel() * sizeof(float));
+    if (cuda_) device::copy(input_.data(), in.x, input_.numel() * sizeof(float));
     else std::copy(in.x, in.x + input_.numel(), input_.data());
     if (fp16()) round_produced_to_f16(input_);
   } else {

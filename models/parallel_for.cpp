@@ -5,9 +5,14 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <exception>
 #include <vector>
 
 #include "models/gemm.h"
+
+#ifdef DPT_ONEDNN_OPENMP
+#include <omp.h>
+#endif
 
 namespace dpt {
 namespace {
@@ -88,17 +93,57 @@ class Pool {
   bool open_ = false, stop_ = false;
 };
 
+thread_local bool t_serial = false;
+
 Pool& pool() {
   static Pool p(std::max(1, blas_threads()));
   return p;
 }
 
+#ifdef DPT_ONEDNN_OPENMP
+// True while this thread's products run on oneDNN (its OpenMP team): the fp32 engine is
+// onednn, or the products are native bf16.
+bool products_on_openmp() {
+  return gemm_engine() == GemmEngine::onednn ||
+         (gemm_precision() == GemmPrecision::bf16 && bf16_gemm_native());
+}
+
+// The same chunks as Pool::run (boundaries at multiples of grain, so a loop's results do
+// not depend on which thread ran a chunk or how many there are), on the OpenMP team.
+// An exception leaves no OpenMP region (that would terminate): the first is kept and
+// rethrown once the loop is over.
+void run_on_openmp(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
+  const int64_t chunks = (n + grain - 1) / grain;
+  const int threads = static_cast<int>(std::min<int64_t>(chunks, pool().threads()));
+  if (threads < 2 || omp_in_parallel()) return f(0, n);
+  std::exception_ptr error;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    try {
+      f(c * grain, std::min(n, (c + 1) * grain));
+    } catch (...) {
+#pragma omp critical(dpt_parallel_for_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+#endif
+
 }  // namespace
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   if (n <= 0) return;
-  pool().run(n, std::max<int64_t>(grain, 1), f);
+  if (t_serial) return f(0, n);
+  grain = std::max<int64_t>(grain, 1);
+#ifdef DPT_ONEDNN_OPENMP
+  if (products_on_openmp()) return run_on_openmp(n, grain, f);
+#endif
+  pool().run(n, grain, f);
 }
+
+SerialLoopsScope::SerialLoopsScope() : previous_(t_serial) { t_serial = true; }
+SerialLoopsScope::~SerialLoopsScope() { t_serial = previous_; }
 
 int parallel_threads() { return pool().threads(); }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "device/runtime.h"
 #include "models/crc32.h"
 #include "models/page_memory.h"
 #include "models/tensor.h"
@@ -111,22 +112,22 @@ void ParamStore::attach_device() {
   if (!finalized_) throw std::logic_error("ParamStore::attach_device() before finalize()");
   device_params_.reserve(params_.size());
   device_grads_.reserve(grads_.size());
-  gpu::zero(device_params_.data(), params_.size() * sizeof(float));
-  gpu::zero(device_grads_.data(), grads_.size() * sizeof(float));
+  device::zero_on_kernel_stream(device_params_.data(), params_.size() * sizeof(float));
+  device::zero_on_kernel_stream(device_grads_.data(), grads_.size() * sizeof(float));
 }
 
 void ParamStore::upload_params(size_t begin, size_t end) {
-  gpu::upload(device_params_.data() + begin, params_.data() + begin, (end - begin) * sizeof(float));
+  device::copy(device_params_.data() + begin, params_.data() + begin, (end - begin) * sizeof(float));
   uploaded_ += (end - begin) * sizeof(float);
 }
 
 void ParamStore::download_grads(size_t begin, size_t end) {
-  gpu::download(grads_.data() + begin, device_grads_.data() + begin, (end - begin) * sizeof(float));
+  device::copy(grads_.data() + begin, device_grads_.data() + begin, (end - begin) * sizeof(float));
   downloaded_ += (end - begin) * sizeof(float);
 }
 
 void ParamStore::zero_device_grads() {
-  if (on_device()) gpu::zero(device_grads_.data(), grads_.size() * sizeof(float));
+  if (on_device()) device::zero_on_kernel_stream(device_grads_.data(), grads_.size() * sizeof(float));
 }
 
 size_t ParamStore::find(const std::string& name) const {

@@ -1,7 +1,7 @@
 // Tensor: a dense float array with a shape, stored row-major (last dimension
-// contiguous), in host memory (kCpu) or on the current CUDA device (kCuda; see
-// models/cuda/gpu_ops.h). data() is a device pointer for a kCuda tensor: only the
-// layers' CUDA paths and gpu:: functions may touch it; span() and operator[] are for
+// contiguous), in host memory (kCpu) or on the current CUDA device (kCuda; memory from
+// device/runtime.h, kernels in models/cuda/gpu_ops.h). data() is a device pointer for a
+// kCuda tensor: only the layers' CUDA paths, gpu:: and device:: functions may touch it; span() and operator[] are for
 // host tensors.
 //
 // resize() keeps the allocation when the new size fits, so layers that own their
@@ -70,7 +70,7 @@ class Tensor {
   Tensor to_host() const {
     if (!on_cuda()) return *this;
     Tensor h(shape_);
-    gpu::download(h.data(), device_data_.data(), numel_ * sizeof(float));
+    device::copy(h.data(), device_data_.data(), numel_ * sizeof(float));
     return h;
   }
 
@@ -85,7 +85,7 @@ class Tensor {
   int64_t last_dim() const { return shape_.empty() ? 1 : shape_.back(); }
   TensorDevice device() const { return device_; }
   void zero() {
-    if (on_cuda()) gpu::zero(device_data_.data(), numel_ * sizeof(float));
+    if (on_cuda()) device::zero_on_kernel_stream(device_data_.data(), numel_ * sizeof(float));
     else std::fill(data_.begin(), data_.end(), 0.0f);
   }
   float& operator[](size_t i) { return data_[i]; }

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "models/parallel_for.h"
+
 namespace dpt {
 
 namespace {
@@ -14,6 +16,8 @@ struct AdamScalars {
   float one_minus_beta1, beta2, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
   float l2, decay_factor;  // L2 coefficient (Adam) and 1 - lr * wd (AdamW)
 };
+
+constexpr int64_t kAdamGrain = 1 << 16;
 
 // Branch-free body per variant so -O3 vectorizes it (sqrt needs -fno-math-errno).
 template <bool kL2, bool kDecoupled>
@@ -73,19 +77,14 @@ void Adam::step(std::span<float> params, std::span<const float> grads, float lr)
   s.l2 = weight_decay_;
   s.decay_factor = float(1.0 - double(lr) * double(weight_decay_));
 
-  float* p = params.data();
-  const float* g = grads.data();
-  if (decoupled_) {
-    if (weight_decay_ != 0.0f)
-      adam_loop<false, true>(p, g, exp_avg_.data(), exp_avg_sq_.data(), numel_, s);
-    else
-      adam_loop<false, false>(p, g, exp_avg_.data(), exp_avg_sq_.data(), numel_, s);
-  } else {
-    if (weight_decay_ != 0.0f)
-      adam_loop<true, false>(p, g, exp_avg_.data(), exp_avg_sq_.data(), numel_, s);
-    else
-      adam_loop<false, false>(p, g, exp_avg_.data(), exp_avg_sq_.data(), numel_, s);
-  }
+  auto loop = decoupled_ ? (weight_decay_ != 0.0f ? adam_loop<false, true> : adam_loop<false, false>)
+                         : (weight_decay_ != 0.0f ? adam_loop<true, false> : adam_loop<false, false>);
+  // Every element on its own: chunks on parallel_for's threads give the bits one thread
+  // gives (chunk lengths are a multiple of every vector width).
+  parallel_for(static_cast<int64_t>(numel_), kAdamGrain, [&](int64_t i0, int64_t i1) {
+    loop(params.data() + i0, grads.data() + i0, exp_avg_.data() + i0, exp_avg_sq_.data() + i0,
+         static_cast<size_t>(i1 - i0), s);
+  });
 }
 
 std::vector<std::pair<std::string, std::span<float>>> Adam::state_buffers() {

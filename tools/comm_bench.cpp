@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "comm/device/device_runtime.h"
 #include "comm/env.h"
 #include "comm/launch_env.h"
+#include "device/runtime.h"
 #include "tools/comm_bench/check.h"
 #include "tools/comm_bench/layout.h"
 #include "tools/comm_bench/options.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "backends/registry.h"
-#include "comm/device/device_runtime.h"
+#include "device/runtime.h"
 
 int main() {
   using namespace dpt;

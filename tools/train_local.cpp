@@ -20,7 +20,9 @@
 #include <string>
 
 #include "data/tokenizer/tokenizer.h"
+#include "models/gemm.h"
 #include "models/gemm_choice.h"
+#include "models/layers/conv_engine.h"
 #include "models/generate.h"
 #include "tools/cli.h"
 #include "tools/data_flags.h"
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
   dpt::tools::ModelFlags model_flags;
   dpt::tools::DataFlags data_flags;
   bool eval_only = false;
+  std::string precision = "fp32";
   cfg.lr_config.lr = 1e-3f;
   cfg.lr_config.total_steps = 0;
   dpt::tools::Cli cli("train_local", "train_local: single-process training of toy | mlp | cnn | gpt | gpt2 | resnet18");
@@ -90,12 +93,14 @@ int main(int argc, char** argv) {
     ("prompt", po::value(&prompt)->default_value("The "), "gpt, gpt2: generation prompt")
     ("min-accuracy", po::value(&min_accuracy)->default_value(0), "exit 1 if final accuracy is below")
     ("max-entropy-ratio", po::value(&max_entropy_ratio)->default_value(0), "exit 1 if val loss / unigram entropy is above")
-    ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below");
+    ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below")
+    ("precision", po::value(&precision)->default_value("fp32"), "fp32 | bf16: bf16 runs the matrix products and convolutions with bf16 operands and fp32 accumulation, fp32 master weights (as torch.autocast(\"cpu\", dtype=torch.bfloat16)), where the CPU has AMX-BF16 or AVX512-BF16; elsewhere they stay fp32 and a line says so");
   dpt::tools::add_model_aliases(cli);
   dpt::tools::add_data_aliases(cli);
   dpt::tools::add_optim_aliases(cli);
   dpt::tools::add_run_aliases(cli);
   const auto rc = cli.parse(argc, argv, [&](const po::variables_map& vm) {
+    dpt::conv_setting();  // a bad DPT_CONV is refused first, before any data is looked for
     dpt::tools::apply_model_options(cfg.model, vm, model_flags, mc);
     // gpt2 reads Hugging Face's layout while the model is built; the others load a model
     // checkpoint into the built model (train/init_from.h).
@@ -119,6 +124,8 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--max-entropy-ratio compares the loss per byte with the bytes' unigram entropy: it "
                                   "applies to --dataset text only, not '" + dataset + "'");
     if (sample_len < 0) throw std::invalid_argument("--sample-len must be >= 0, got " + std::to_string(sample_len));
+    if (precision != "fp32" && precision != "bf16")
+      throw std::invalid_argument("--precision: expected fp32 or bf16, got '" + precision + "'");
   });
   if (rc) return *rc;
   cfg.on_log = [](const std::string& line) {
@@ -128,6 +135,7 @@ int main(int argc, char** argv) {
   try {
     dpt::LocalTrainer run_trainer(cfg);
     const auto& c = run_trainer.config();
+    if (precision == "bf16") run_trainer.model().set_gemm_precision(dpt::GemmPrecision::bf16);
     std::printf("+--------------------+--------------------------------------+\n");
     row("model", c.model + " (" + std::to_string(run_trainer.model().num_params()) + " params)");
     row("dataset", run_trainer.train_set().name() + " (" + std::to_string(run_trainer.train_set().size()) +
@@ -146,7 +154,10 @@ int main(int argc, char** argv) {
                           std::to_string(cm.image_h) + "x" + std::to_string(cm.image_w));
     if (!cfg.init_from.empty()) row("init from", cfg.init_from);
     row("augmentation", dpt::augment_name(cfg.image.augment));
+    row("precision", precision);
     std::printf("+--------------------+--------------------------------------+\n");
+    if (precision == "bf16") std::printf("--precision bf16: %s\n", dpt::bf16_gemm_description().c_str());
+    if (c.model == "resnet18" || c.model == "cnn") std::printf("%s\n", dpt::conv_engine_description().c_str());
     std::fflush(stdout);
     if (eval_only) {
       const dpt::EvalResult ev = run_trainer.evaluate_held_out();

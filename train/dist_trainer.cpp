@@ -11,12 +11,12 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "comm/device/device_runtime.h"
 #include "comm/device/staging.h"
 #include "comm/launch_env.h"
 #include "data/loader.h"
 #include "data/make_dataset.h"
 #include "data/sampler.h"
+#include "device/runtime.h"
 #include "models/checkpoint.h"
 #include "models/gemm.h"
 #include "models/gpt2.h"
@@ -304,163 +304,6 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
   return out;
 }
 
-TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
-  Totals t;
-  TrainSummary& sum = t.sum;
-  const auto t_start = Clock::now();
-  std::vector<Batch> micro(size_t(config_.grad_accum));
-  // A process joining a running elastic job takes the members' state first.
-  if (config_.elastic_join) sync_state(false, cb);
-  else elastic_snapshot();  // elastic ZeRO: the start is the first snapshot
-  bool done = config_.steps > 0 && step_ >= config_.steps;
-  bool evaluated_at_end = false;
-  int64_t first_step = step_ + 1;
-  while (epoch_ < config_.epochs && !done) {
-    // The data from (epoch_, position_) for this world: the whole epoch, the rest of
-    // one after a resume, or what is left of it after a membership change.
-    const int n = comm_->size(), r = comm_->rank();
-    DistributedSampler sampler(train_->size(), n, r, config_.shuffle, config_.seed, false);
-    sampler.set_start(std::min(position_, train_->size()));
-    DataLoader loader(*train_, sampler, config_.batch_size, false, 2);
-    loader.reset(uint64_t(epoch_));
-    // Test hook: which samples each completed step used (the loader's own order).
-    std::ofstream sample_log;
-    std::vector<size_t> my_indices;
-    size_t my_used = 0;
-    if (!config_.sample_log.empty()) {
-      sample_log.open(config_.sample_log, std::ios::app);
-      my_indices = sampler.indices();
-    }
-    int64_t consumed = int64_t(position_ / (config_.batch_size * size_t(n)));  // this rank's batches of the epoch
-    bool reformed = false;
-    for (;;) {
-      if (config_.steps > 0 && step_ >= config_.steps) { done = true; break; }
-      if (step_ == switch_at_ && make_switch_) switch_communicator(cb);
-      try {
-        int fetched = 0;
-        const bool starved = r == config_.uneven_rank && consumed >= config_.uneven_batches;
-        if (!starved)
-          for (auto& b : micro) fetched += loader.next(b) ? 1 : 0;
-        // One small allreduce agrees that every rank has a batch (uneven inputs) and,
-        // in an elastic job, whether newcomers wait to join (rank 0 asks the store).
-        int32_t agree[2] = {fetched == config_.grad_accum ? 1 : 0, -int32_t(r == 0 && joiners_waiting())};
-        comm_->allreduce(make_buffer(agree, 2), ReduceOp::min);
-        if (agree[1] < 0) {
-          reform("newcomers are waiting to join", true, cb, t);
-          reformed = true;
-          break;
-        }
-        if (!agree[0]) {
-          // Uneven inputs: some rank is out of data; everyone ends the epoch here.
-          Batch b;
-          int64_t left = fetched;
-          while (!starved && loader.next(b)) ++left;
-          sum.skipped_batches += left;
-          break;
-        }
-        consumed += config_.grad_accum;
-
-        // ---- one step: micro-steps of forward/backward, gradient sync, update ----
-        const float lr = schedule_->lr(step_);
-        const StepLoss step_loss = train_step(micro, t, lr, cb);
-        const double samples = step_loss.samples;
-        const size_t begin = position_;
-        position_ += size_t(samples) * size_t(n);  // every rank consumed as many
-        if (sample_log.is_open()) {
-          sample_log << step_ << " " << n << " " << r;
-          for (size_t i = 0; i < size_t(samples); ++i) sample_log << " " << my_indices[my_used + i];
-          sample_log << "\n" << std::flush;
-          my_used += size_t(samples);
-        }
-        const CommStats& cs = strategy_->last_stats();
-        // The first step this group runs is logged too; the decision must be the same on
-        // every rank (a newcomer's own count of steps would differ from the members').
-        const bool log_now = config_.log_every > 0 && (step_ % config_.log_every == 0 || step_ == first_step);
-        if (log_now) {
-          double ls[2] = {step_loss.sum, step_loss.weight};  // mean over all ranks' samples (or target tokens)
-          comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
-          StepLog l{step_,    epoch_,   ls[0] / ls[1], lr, double(t.samples_done) * n / std::max(t.train_time, 1e-9),
-                    cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_,
-                    scaler_ ? scaler_->scale() : 0.0f, scaler_ ? scaler_->state().skipped_steps : 0};
-          sum.last_loss = l.loss;
-          if (cb.on_log) cb.on_log(l);
-        }
-        if (!config_.checkpoint_dir.empty() && config_.save_every > 0 && step_ % config_.save_every == 0)
-          save_checkpoint(step_, epoch_, consumed);
-        if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && cb.on_eval) cb.on_eval(step_, evaluate());
-        if (elastic_ && config_.elastic_snapshot_every > 0 && step_ % config_.elastic_snapshot_every == 0) elastic_snapshot();
-      } catch (const CommError& e) {
-        // A dead or hung peer. Elastic: the survivors re-form and go on; otherwise the
-        // run ends with the error (a usage error or a mismatch is never a failure to ride out).
-        if (!elastic_ || dynamic_cast<const UsageError*>(&e) || dynamic_cast<const MismatchError*>(&e)) throw;
-        reform(e.what(), false, cb, t);
-        reformed = true;
-        break;
-      }
-      if (config_.exit_after_step > 0 && step_ == config_.exit_after_step)
-        throw SimulatedCrash(step_);  // the tool turns this into an abrupt death
-    }
-    if (reformed) {  // the data again from (epoch_, position_), on the new group
-      first_step = step_ + 1;
-      continue;
-    }
-    if (config_.eval_every == 0 && !done) {
-      sum.eval = evaluate();
-      evaluated_at_end = true;
-      if (cb.on_eval) cb.on_eval(step_, sum.eval);
-    } else {
-      evaluated_at_end = false;
-    }
-    if (!done) {
-      ++epoch_;
-      position_ = 0;
-    }
-  }
-  strategy_->settle();
-  if (!evaluated_at_end) {
-    sum.eval = evaluate();
-    if (cb.on_eval) cb.on_eval(step_, sum.eval);
-  }
-  if (!config_.checkpoint_dir.empty() || !config_.state_dump.empty()) {
-    // Rank 0 writes the model; the test hook's dumps need every rank's.
-    if (config_.state_dump.empty()) strategy_->expose_full_parameters_on(0);
-    else strategy_->expose_full_parameters();
-    if (comm_->rank() == 0 && !config_.checkpoint_dir.empty()) {
-      fs::create_directories(config_.checkpoint_dir);
-      write_model_file(config_.checkpoint_dir, {{"step", std::to_string(step_)}});
-    }
-    if (!config_.state_dump.empty())  // test hook: each rank's own state, to compare across ranks
-      save_model(config_.state_dump + ".rank" + std::to_string(comm_->rank()) + ".safetensors", *model_,
-                 {{"step", std::to_string(step_)}});
-    strategy_->restore_working_parameters();
-    comm_->barrier();
-  }
-  if (elastic_) elastic_->rendezvous->mark_done();
-  const int n = comm_->size();
-  sum.backend = comm_->backend_name();
-  sum.world_size = n;
-  sum.steps = step_;
-  if (t.grads_seen > 0) {  // over all ranks' owned gradients
-    double z[2] = {t.zero_grads, t.grads_seen};
-    comm_->allreduce(Buffer{z, 2, DType::f64, {}}, ReduceOp::sum);
-    sum.zero_grad_frac = z[0] / z[1];
-  }
-  if (scaler_) {
-    sum.loss_scale = scaler_->scale();
-    sum.skipped_steps = scaler_->state().skipped_steps;
-  }
-  for (const Retired& r : retired_) {
-    BackendTraffic b = r.at_retirement;
-    if (r.live) b.carried = r.live->traffic();
-    sum.traffic.push_back(b);
-  }
-  sum.traffic.push_back({comm_->backend_name(), comm_->traffic(), false});
-  sum.time_s = since(t_start);
-  sum.samples_per_s = double(t.samples_done) * n / std::max(t.train_time, 1e-9);
-  sum.step_s = t.steps_run > 0 ? t.train_time / double(t.steps_run) : 0;
-  sum.comm_bytes_per_step = t.steps_run > 0 ? double(t.comm_bytes) / double(t.steps_run) : 0;
-  if (t.steps_run > 0) sum.pcie_per_step = {t.pcie.to_host / uint64_t(t.steps_run), t.pcie.to_device / uint64_t(t.steps_run)};
-  return sum;
-}
+// run() and its steps: dist_trainer_loop.cpp.
 
 }  // namespace dpt

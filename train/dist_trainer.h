@@ -253,6 +253,25 @@ class DistTrainer {
   };
   // One optimizer step on the fetched micro-batches.
   StepLoss train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb);
+  // run()'s steps (dist_trainer_loop.cpp), in the order run() takes them.
+  enum class EpochEnd { data_end, last_step, reformed };
+  enum class StepAgreement { step, out_of_data, newcomers_wait };
+  struct SampleLog;
+  bool last_step_reached() const;
+  // Steps from (epoch_, position_) until the data, the configured steps or the group ends.
+  EpochEnd train_epoch(std::vector<Batch>& micro, int64_t first_step, Totals& t, const TrainCallbacks& cb);
+  // Collective: every rank has its batches, or some rank is out of data, or newcomers wait.
+  StepAgreement agree_on_step(bool have_batches);
+  void run_step(std::vector<Batch>& micro, int64_t first_step, int64_t consumed, SampleLog& sample_log, Totals& t,
+                const TrainCallbacks& cb);
+  void log_step(const StepLoss& step_loss, float lr, size_t begin, int64_t first_step, Totals& t,
+                const TrainCallbacks& cb);
+  // What runs every K steps: checkpoint, evaluation, elastic snapshot.
+  void run_scheduled_work(int64_t consumed, const TrainCallbacks& cb);
+  void evaluate_and_report(TrainSummary& sum, const TrainCallbacks& cb);
+  // At the end: rank 0 writes the model under --checkpoint-dir; --state-dump, every rank.
+  void save_final_model();
+  TrainSummary summarize(Totals& t, std::chrono::steady_clock::time_point start);
   // Collective (token mean): the step's target tokens over all ranks and micro-batches.
   double global_target_count(const std::vector<Batch>& micro) const;
   // Elastic (dist_trainer_elastic.cpp): leaves the failed (or, planned, the current)

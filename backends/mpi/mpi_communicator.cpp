@@ -12,7 +12,7 @@
 #include "backends/mpi/mpi_runtime.h"
 #include "backends/mpi/mpi_work.h"
 #include "comm/host_identity.h"
-#include "comm/device/device_runtime.h"
+#include "comm/device/device_reduce.h"
 
 namespace dpt {
 namespace {

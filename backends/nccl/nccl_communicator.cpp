@@ -30,7 +30,7 @@
 #include <thread>
 
 #include "backends/nccl/nccl_backend.h"
-#include "comm/device/device_runtime.h"
+#include "comm/device/device_reduce.h"
 #include "comm/log.h"
 
 namespace dpt {

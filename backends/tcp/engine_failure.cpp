@@ -147,11 +147,20 @@ void ProgressEngine::Impl::start_shutdown() {
 void ProgressEngine::Impl::expire_ops() {
   auto now = Clock::now();
   for (Peer& p : peers) {
+    // On demand (connector.h): a peer that never connected may be dead, stuck before
+    // this operation, or running different operations; say which side had to dial.
+    const std::string never =
+        !p.unconnected ? std::string()
+        : p.rank > cfg.rank
+            ? fmt::format("; no connection to peer rank {} could be made yet (this rank dials it)", p.rank)
+            : fmt::format("; peer rank {} never connected to this rank (it dials when it reaches its matching "
+                          "operation: is it dead, stuck, or running different operations?)", p.rank);
     for (auto it = p.posted.begin(); it != p.posted.end();) {
       auto& q = it->second;
       while (!q.empty() && q.front()->deadline <= now) {
         fail<TimeoutError>(q.front(), fmt::format("no message from peer rank {} within {} ms (is it stuck or dead, or "
-                                                  "did the ranks issue different operations?)", p.rank, q.front()->timeout_ms));
+                                                  "did the ranks issue different operations?){}", p.rank,
+                                                  q.front()->timeout_ms, never));
         q.pop_front();
       }
       it = q.empty() ? p.posted.erase(it) : std::next(it);
@@ -179,8 +188,8 @@ void ProgressEngine::Impl::expire_ops() {
     // Sends not started: drop those past their deadline (order of the rest is kept).
     std::erase_if(p.sendq, [&](const OpPtr& op) {
       if (!op->work || op->header_sent > 0 || op->deadline > now) return false;
-      fail<TimeoutError>(op, fmt::format("could not send to peer rank {} within {} ms: it is not reading (stuck?)",
-                                         p.rank, op->timeout_ms));
+      fail<TimeoutError>(op, fmt::format("could not send to peer rank {} within {} ms: it is not reading (stuck?){}",
+                                         p.rank, op->timeout_ms, never));
       return true;
     });
   }

@@ -108,6 +108,16 @@ struct Peer {
   ShmChannel* shm = nullptr;
   bool eof_seen = false;  // shm peer: its socket closed; acted on once the ring is drained
   std::string eof_detail;
+  // On demand (connector.h): no connection yet; ops queue until adopt() brings one.
+  bool unconnected = false;
+  bool dial_asked = false;  // this (lower) rank asked the connector to dial it
+};
+
+// A connection (or a failed dial) handed over by the connector, taken with the inbox.
+struct Arrival {
+  int peer = -1;
+  net::Socket sock;
+  std::string error;
 };
 
 // Shared by the engine and every Work it hands out, so a Work waited on after its engine
@@ -171,6 +181,7 @@ struct ProgressEngine::Impl {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<OpPtr> inbox;
+  std::vector<engine::Arrival> arrivals;
   std::atomic<bool> wake_pending{false};
   // False while the engine spins (it looks at the inbox every turn anyway), so posters
   // skip the eventfd write. Set before the inbox is checked one last time (Dekker).
@@ -200,6 +211,7 @@ struct ProgressEngine::Impl {
   std::atomic<uint64_t> frames_sent{0}, frames_received{0}, bytes_sent{0}, bytes_received{0};
   std::atomic<uint64_t> unexpected_frames{0}, unexpected_peak{0};
   std::atomic<uint64_t> completed_by_waiters{0};
+  std::atomic<int> connections{0};
 
   // ---- posting (progress_engine.cpp) ----
   WorkPtr post(bool is_send, const Buffer& buf, int peer, int64_t tag, Millis timeout);
@@ -219,6 +231,7 @@ struct ProgressEngine::Impl {
 
   // ---- one connection (engine_peer_io.cpp) ----
   void route(const OpPtr& op);
+  void take_arrival(engine::Arrival& a);
   void match_recv(Peer& p, const OpPtr& op);
   bool flush(Peer& p);
   bool read_peer(Peer& p);

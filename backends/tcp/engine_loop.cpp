@@ -158,11 +158,13 @@ void ProgressEngine::Impl::check_expiry() {
 void ProgressEngine::Impl::take_inbox() {
   wake_pending.store(false);
   std::vector<OpPtr> ops;
+  std::vector<Arrival> arrived;
   bool do_abort = false, do_shutdown = false;
   std::string reason;
   {
     std::lock_guard<std::mutex> lk(mu);
     ops.swap(inbox);
+    arrived.swap(arrivals);
     if (abort_requested && !abort_handled) {
       do_abort = true;
       reason = abort_reason;
@@ -172,6 +174,7 @@ void ProgressEngine::Impl::take_inbox() {
       shutdown_deadline = Clock::now() + shutdown_grace;
     }
   }
+  for (auto& a : arrived) take_arrival(a);
   for (auto& op : ops) route(op);
   if (do_abort) {
     fail_communicator("communicator aborted: " + reason, true, -1);

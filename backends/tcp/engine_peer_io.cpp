@@ -24,13 +24,34 @@ void ProgressEngine::Impl::route(const OpPtr& op) {
   Peer& p = peers[static_cast<size_t>(op->peer)];
   if (p.shm) shm_progress = true;  // a new op on a ring: its answer comes soon
   if (failed) return fail_with_failure(op);
+  if (p.unconnected && !p.dial_asked && p.rank > cfg.rank && !shutting_down) {
+    p.dial_asked = true;  // the lower rank dials (connector.h)
+    cfg.dial(p.rank, Millis(op->timeout_ms));
+  }
   if (op->is_send) {
-    if (p.state != PeerState::open || p.goodbye_queued || !p.sock.valid()) return fail_departed(op);
+    if (p.state != PeerState::open || p.goodbye_queued || (!p.sock.valid() && !p.unconnected)) return fail_departed(op);
     encode_header(FrameHeader{FrameType::data, op->tag, op->bytes}, op->header);
     p.sendq.push_back(op);
     return;
   }
   match_recv(p, op);
+}
+
+void ProgressEngine::Impl::take_arrival(Arrival& a) {
+  Peer& p = peers[size_t(a.peer)];
+  if (!p.unconnected) return;  // already connected or given up: the socket closes
+  p.unconnected = false;
+  if (!a.error.empty()) {
+    on_connection_lost(p, fmt::format("could not connect to peer rank {}: {}", p.rank, a.error));
+    return;
+  }
+  if (failed || shutting_down) {
+    p.state = PeerState::broken;  // too late: closing tells the peer
+    return;
+  }
+  p.sock = std::move(a.sock);
+  net::set_nonblocking(p.sock.fd(), true);
+  ++connections;
 }
 
 void ProgressEngine::Impl::match_recv(Peer& p, const OpPtr& op) {

@@ -58,23 +58,24 @@ struct Pending {
 
 std::string bytes(const unsigned char* p, size_t n) { return std::string(reinterpret_cast<const char*>(p), n); }
 
-// Accepts until every lower rank has connected with a valid hello. Runs on its own
-// thread while this rank connects to the higher ones.
-void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t job_id, Mesh& mesh,
-                        Clock::time_point deadline, const std::atomic<bool>& stop) {
-  int expected = cfg.rank;
+}  // namespace
+
+// Accepts until hooks.done(). During the build it runs on its own thread while this rank
+// connects to the higher ones; afterwards on the connector's thread (connector.h).
+void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t job_id, AcceptHooks& hooks,
+                        Clock::time_point deadline) {
   std::vector<Pending> pending;
   net::set_nonblocking(listener.sock.fd(), true);
   auto reject = [&](Pending& p, const std::string& why) {
-    ++mesh.rejected_connections;
+    ++hooks.rejected;
     log::warn("tcp rendezvous: closing connection from {}: {}", p.from, why);
     p.sock.close();
   };
-  while (expected > 0 && !stop.load()) {
+  while (!hooks.done()) {
     if (Clock::now() >= deadline) {
       std::vector<int> missing;
       for (int r = 0; r < cfg.rank; ++r)
-        if (!mesh.peers[r].valid()) missing.push_back(r);
+        if ((cfg.eager.empty() || cfg.eager[size_t(r)]) && !hooks.connected(r)) missing.push_back(r);
       throw TimeoutError(cfg.ctx, "ranks " + format_rank_list(missing) + " did not connect to this rank at " +
                                       listener.bound.str() + " (firewall, or wrong COMM_TCP_IFNAME/COMM_TCP_ADDR?)");
     }
@@ -89,7 +90,7 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
         net::Socket s = net::accept_until(listener.sock.fd(), Clock::now(), &from);
         if (!s.valid()) break;
         if (pending.size() >= kMaxPendingConnections) {
-          ++mesh.rejected_connections;
+          ++hooks.rejected;
           continue;  // too many unauthenticated connections: drop the newest
         }
         net::set_nonblocking(s.fd(), true);
@@ -127,7 +128,7 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
             throw FrameError(fmt::format("peer has world size {}, this rank {}", h.world, cfg.world));
           if (h.rank < 0 || h.rank >= cfg.rank)
             throw FrameError(fmt::format("rank {} may not connect to rank {} (only lower ranks connect)", h.rank, cfg.rank));
-          if (mesh.peers[h.rank].valid()) throw FrameError(fmt::format("rank {} connected twice", h.rank));
+          if (hooks.connected(h.rank)) throw FrameError(fmt::format("rank {} connected twice", h.rank));
           Hello ack{HelloKind::ack, cfg.rank, cfg.world, job_id, cfg.comm_id};
           crypto::random_bytes(ack.nonce, sizeof ack.nonce);
           unsigned char buf[kHelloBytes + kProofBytes];
@@ -135,18 +136,18 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
           p.transcript = bytes(p.in, kHelloBytes) + bytes(buf, kHelloBytes);
           crypto::Mac proof = handshake_proof(cfg.token, kAckProofLabel, p.transcript);
           std::memcpy(buf + kHelloBytes, proof.data(), kProofBytes);
-          net::send_all(p.sock.fd(), buf, sizeof buf, deadline, p.from);
+          net::send_all(p.sock.fd(), buf, sizeof buf, std::min(deadline, Clock::now() + std::chrono::seconds(10)),
+                        p.from);
           p.rank = h.rank;
           continue;
         }
         // Step 3: the connecting rank's proof; only now does the connection count.
         if (!check_handshake_proof(cfg.token, kHelloProofLabel, p.transcript, p.in + kHelloBytes))
           throw FrameError("failed the job token check (another job, or a different COMM_JOB_TOKEN)");
-        if (mesh.peers[p.rank].valid()) throw FrameError(fmt::format("rank {} connected twice", p.rank));
+        if (hooks.connected(p.rank)) throw FrameError(fmt::format("rank {} connected twice", p.rank));
         net::set_nonblocking(p.sock.fd(), false);
         tune(p.sock.fd());
-        mesh.peers[p.rank] = std::move(p.sock);
-        --expected;
+        hooks.deliver(p.rank, std::move(p.sock));
       } catch (const FrameError& e) {
         reject(p, e.what());
       } catch (const net::SocketError& e) {
@@ -162,16 +163,16 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
   }
 }
 
-void connect_higher_ranks(Store& store, const MeshConfig& cfg, uint64_t job_id, Mesh& mesh,
-                          Clock::time_point deadline) {
-  for (int peer = cfg.rank + 1; peer < cfg.world; ++peer) {
+net::Socket dial_peer(Store& store, const MeshConfig& cfg, uint64_t job_id, int peer, Clock::time_point deadline,
+                      Clock::time_point connect_by) {
+  {
     auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
     auto addr = split_addr(store.get(cfg.prefix + "/addr/" + std::to_string(peer), std::max(left, Millis(1))));
     if (addr.size() != 2) throw MismatchError(cfg.ctx, "malformed address of rank " + std::to_string(peer) + " in the store");
     std::string what = fmt::format("rank {} at {}:{}", peer, addr[0], addr[1]);
     net::Socket s;
     try {
-      s = net::connect_with_retry(addr[0], std::stoi(addr[1]), deadline, cfg.family);
+      s = net::connect_with_retry(addr[0], std::stoi(addr[1]), std::min(deadline, connect_by), cfg.family);
       Hello hello{HelloKind::hello, cfg.rank, cfg.world, job_id, cfg.comm_id};
       crypto::random_bytes(hello.nonce, sizeof hello.nonce);
       unsigned char out[kHelloBytes];
@@ -205,8 +206,16 @@ void connect_higher_ranks(Store& store, const MeshConfig& cfg, uint64_t job_id, 
       throw PeerError(c, "connecting to " + what + ": " + e.what());
     }
     tune(s.fd());
-    mesh.peers[peer] = std::move(s);
+    return s;
   }
+}
+
+namespace {
+
+void connect_higher_ranks(Store& store, const MeshConfig& cfg, uint64_t job_id, Mesh& mesh,
+                          Clock::time_point deadline) {
+  for (int peer = cfg.rank + 1; peer < cfg.world; ++peer)
+    if (cfg.eager.empty() || cfg.eager[size_t(peer)]) mesh.peers[peer] = dial_peer(store, cfg, job_id, peer, deadline);
 }
 
 }  // namespace
@@ -233,11 +242,22 @@ Mesh build_mesh(Store& store, const MeshConfig& cfg) {
 
   MeshConfig c = cfg;
   c.ctx = ctx;
+  if (cfg.decide_eager) c.eager = cfg.decide_eager();
   std::exception_ptr accept_error;
   std::atomic<bool> stop{false};  // connecting failed: the acceptor need not wait on
+  int expected = 0;               // eager lower ranks still to connect
+  for (int r = 0; r < cfg.rank; ++r) expected += c.eager.empty() || c.eager[size_t(r)];
+  AcceptHooks hooks;
+  hooks.connected = [&](int r) { return mesh.peers[size_t(r)].valid(); };
+  hooks.deliver = [&](int r, net::Socket s) {
+    // A lower rank may connect on demand before this rank finished building: keep it.
+    if (c.eager.empty() || c.eager[size_t(r)]) --expected;
+    mesh.peers[size_t(r)] = std::move(s);
+  };
+  hooks.done = [&] { return expected <= 0 || stop.load(); };
   std::thread acceptor([&] {
     try {
-      accept_lower_ranks(listener, c, mesh.job_id, mesh, deadline, stop);
+      accept_lower_ranks(listener, c, mesh.job_id, hooks, deadline);
     } catch (...) {
       accept_error = std::current_exception();
     }
@@ -250,8 +270,10 @@ Mesh build_mesh(Store& store, const MeshConfig& cfg) {
     stop = true;
   }
   acceptor.join();
+  mesh.rejected_connections = hooks.rejected;
   if (connect_error) std::rethrow_exception(connect_error);
   if (accept_error) std::rethrow_exception(accept_error);
+  mesh.listener = std::move(listener);
   return mesh;
 }
 

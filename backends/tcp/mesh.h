@@ -1,19 +1,25 @@
 #pragma once
-// Building the full mesh of the tcp backend.
+// The tcp backend's connections: the eager part built with the communicator, and the
+// pieces that make the rest on demand (connector.h).
 //
 // Terms:
-//   mesh     - one TCP connection between every pair of ranks.
-//   scheme   - rank i connects to every rank j > i and accepts from every rank j < i,
-//              so each pair has exactly one connection and nobody waits on a cycle.
+//   eager    - the pairs connected while the communicator is built: same-host peers
+//              (their shared-memory channels need the socket for doorbells and
+//              liveness), or every pair when MeshConfig::eager is empty (full mesh).
+//   on demand- every other pair is connected by the first operation that needs it
+//              (connector.h): the lower rank dials, the higher waits for it.
+//   scheme   - rank i dials ranks j > i and accepts from ranks j < i, so each pair has
+//              exactly one connection and nobody waits on a cycle.
 //   prefix   - the store namespace of one communicator: "<prefix>/addr/<r>" holds rank
 //              r's listening address ("host port"), "<prefix>/job" the job id rank 0
 //              drew at random; both are checked in the hello exchange (frame.h).
 //   token    - the job's secret; each connection proves both ways that its ends know
 //              it (frame.h: hello, ack, proofs) before it joins the mesh.
-// The listener is bound to listen_host only and lives only while the mesh is built;
-// connections that do not complete the handshake (port scanners, stray clients,
-// garbage, another job) are closed and logged, and do not disturb the ranks that are
-// still connecting.
+// The listener is bound to listen_host only and stays open for the communicator's life
+// (Mesh::listener, handed to the connector); connections that do not complete the
+// handshake (port scanners, stray clients, garbage, another job) are closed and logged,
+// and do not disturb the ranks that are still connecting.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,16 +39,42 @@ struct MeshConfig {
   std::string token;           // job token (comm/job_token.h); never logged
   Millis timeout{120000};      // rendezvous and connection deadline
   ErrorContext ctx;            // rank/backend for error messages
+  // eager[r]: connect rank r while building (same host). Empty: every rank (full mesh).
+  std::vector<bool> eager;
+  // When set: called once every rank's address is published, and sets `eager` (it may
+  // read the store: e.g. every rank's host).
+  std::function<std::vector<bool>()> decide_eager;
 };
 
 struct Mesh {
-  std::vector<net::Socket> peers;  // peers[r] connects to rank r; peers[rank] is empty
+  std::vector<net::Socket> peers;  // peers[r] connects to rank r; empty: not (yet) connected
   uint64_t job_id = 0;
   int64_t rejected_connections = 0;  // stray connections dropped during the build
+  net::Listener listener;            // still open: later connections arrive here
 };
 
 // Collective over all ranks of the store's job. Throws TimeoutError (naming missing or
-// unreachable ranks), PeerError, UsageError (duplicate rank) or MismatchError.
+// unreachable ranks), PeerError, UsageError (duplicate rank) or MismatchError. Lower
+// ranks that connect on demand while this rank still builds are kept in Mesh::peers.
 Mesh build_mesh(Store& store, const MeshConfig& cfg);
+
+// Accepting lower ranks' connections on `listener` (handshake of frame.h) until done()
+// or `deadline` (then TimeoutError naming the ranks still missing by connected()).
+// deliver() gets each authenticated connection (blocking socket, tuned).
+struct AcceptHooks {
+  std::function<bool(int rank)> connected;
+  std::function<void(int rank, net::Socket)> deliver;
+  std::function<bool()> done;
+  int64_t rejected = 0;
+};
+void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t job_id, AcceptHooks& hooks,
+                        net::Clock::time_point deadline);
+
+// Connects to the higher rank `peer` (its address from the store) and runs the hello;
+// throws TimeoutError or PeerError naming it. Refused connections are retried until
+// `connect_by` (at most `deadline`): during the build the peer may not listen yet; on
+// demand its listener has been open since the build, so a refusal means it is gone.
+net::Socket dial_peer(Store& store, const MeshConfig& cfg, uint64_t job_id, int peer, net::Clock::time_point deadline,
+                      net::Clock::time_point connect_by = net::Clock::time_point::max());
 
 }  // namespace dpt::tcp

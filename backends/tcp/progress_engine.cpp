@@ -75,6 +75,9 @@ ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> socket
       net::set_nonblocking(p.sock.fd(), true);
       p.shm = m.channels[static_cast<size_t>(r)].get();
       m.any_shm |= p.shm != nullptr;
+      ++m.connections;
+    } else if (r != m.cfg.rank && m.cfg.dial) {
+      p.unconnected = true;
     } else if (r != m.cfg.rank) {
       p.state = PeerState::broken;
     }
@@ -117,6 +120,16 @@ WorkPtr ProgressEngine::isend(const Buffer& buf, int peer, int64_t tag, Millis t
 }
 WorkPtr ProgressEngine::irecv(const Buffer& buf, int peer, int64_t tag, Millis timeout) {
   return impl_->post(false, buf, peer, tag, timeout);
+}
+
+void ProgressEngine::adopt(int peer, net::Socket sock, const std::string& error) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lk(m.mu);
+    if (m.exited) return;
+    m.arrivals.push_back(Arrival{peer, std::move(sock), error});
+  }
+  m.gate->kick();  // also a driver in poll() must see it
 }
 
 void ProgressEngine::abort(const std::string& reason) {
@@ -162,7 +175,8 @@ ProgressEngine::Stats ProgressEngine::stats() const {
   int shm_peers = 0;
   for (const auto& ch : m.channels) shm_peers += ch != nullptr;
   return Stats{m.frames_sent.load(), m.frames_received.load(), m.bytes_sent.load(), m.bytes_received.load(),
-               m.unexpected_frames.load(), m.unexpected_peak.load(), m.completed_by_waiters.load(), shm_peers};
+               m.unexpected_frames.load(), m.unexpected_peak.load(), m.completed_by_waiters.load(), shm_peers,
+               m.connections.load()};
 }
 
 }  // namespace dpt::tcp

@@ -71,12 +71,17 @@ struct EngineConfig {
   bool waiters_drive = true;
   // Builds the error context for an op ("send"/"recv") with a peer.
   std::function<ErrorContext(const std::string& op, int peer)> context;
+  // Connections on demand (connector.h): asks for a connection to the higher rank
+  // `peer`, which arrives later through adopt(). Null: peers without a connection at
+  // construction are broken (a full mesh was expected).
+  std::function<void(int peer, Millis timeout)> dial;
 };
 
 class ProgressEngine {
  public:
-  // Takes the mesh's connections (peers[rank] is empty), and the shared-memory channels
-  // of same-host peers (null entries: TCP only), and starts the engine thread.
+  // Takes the mesh's connections (peers[rank] is empty; with EngineConfig::dial others
+  // may be empty too: connected on demand), and the shared-memory channels of same-host
+  // peers (null entries: TCP only), and starts the engine thread.
   ProgressEngine(EngineConfig cfg, std::vector<net::Socket> peers, std::vector<ShmChannelPtr> shm = {});
   ~ProgressEngine();  // shutdown(grace = 5 s) if not done yet
   ProgressEngine(const ProgressEngine&) = delete;
@@ -92,6 +97,10 @@ class ProgressEngine {
   // engine has shared-memory peers.
   void begin_drive();
   void end_drive();
+
+  // A connection made on demand, or (error not empty) the failure to make it: the peer
+  // is then broken and the communicator fails naming it. Thread-safe.
+  void adopt(int peer, net::Socket sock, const std::string& error);
 
   // Fails every pending and later op with AbortedError and tells the peers. Returns
   // once the engine no longer touches any user buffer.
@@ -118,6 +127,7 @@ class ProgressEngine {
     uint64_t unexpected_frames = 0, unexpected_peak_bytes = 0;
     uint64_t completed_by_waiters = 0;  // ops a driver completed (not the engine thread)
     int shm_peers = 0;
+    int connections = 0;  // TCP connections to peers ever made: at the build and on demand
   };
   Stats stats() const;
 

@@ -71,20 +71,28 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   cfg.ctx = m.ctx;
   cfg.token = m.token;
   log::set_rank(m.rank);
+  // Every rank's host (comm/topology.h): for the hierarchical algorithms, whatever the
+  // shared-memory settings say; and for the connections built now: same-host peers
+  // (their shared-memory channels need the socket), the others on demand (connector.h).
+  // Read once every address is published (a rank still starting must find ours).
+  std::vector<uint64_t> hosts;
+  const bool shm_on = env::get_bool(kTcpShmEnv);
+  cfg.decide_eager = [&] {
+    hosts = exchange_host_digests(*store, m);
+    std::vector<bool> eager(size_t(m.world));
+    for (int r = 0; r < m.world; ++r) eager[size_t(r)] = shm_on && hosts[size_t(r)] == hosts[size_t(m.rank)];
+    return eager;
+  };
   tcp::Mesh mesh = tcp::build_mesh(*store, cfg);
   if (mesh.rejected_connections > 0)
     log::warn("tcp rendezvous: {} stray connection(s) were rejected", mesh.rejected_connections);
-  log::debug("tcp: mesh of {} ranks ready (listening on {})", m.world, cfg.listen_host);
-
-  // Every rank's host (comm/topology.h): for the hierarchical algorithms, whatever the
-  // shared-memory settings say.
-  const std::vector<uint64_t> hosts = exchange_host_digests(*store, m);
+  log::debug("tcp: same-host connections of {} ranks ready (listening on {})", m.world, cfg.listen_host);
 
   // Same-host peers: shared-memory rings next to (not instead of) their connection.
   tcp::ShmConfig shm;
   shm.rank = m.rank;
   shm.world = m.world;
-  shm.enabled = env::get_bool(kTcpShmEnv);
+  shm.enabled = shm_on;
   const int64_t ring = env::get_int(kTcpShmRingBytesEnv);
   if (ring < 4096 || (ring & (ring - 1)) != 0)
     throw std::invalid_argument("COMM_TCP_SHM_RING_BYTES must be a power of two of at least 4096");
@@ -116,8 +124,13 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   arena.ctx = m.ctx;
   std::unique_ptr<tcp::ShmArena> coll_arena = tcp::setup_shm_arena(*store, arena);
   log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
+  tcp::MeshConfig later = cfg;
+  later.decide_eager = nullptr;
+  later.ctx.op = "connect";
+  auto connector = std::make_unique<tcp::Connector>(store, later, mesh.job_id, std::move(mesh.listener), mesh.peers);
   auto comm = std::make_unique<TcpCommunicator>(m.rank, m.world, options, std::move(mesh.peers), std::move(store),
-                                                std::move(server), std::move(channels), std::move(coll_arena));
+                                                std::move(server), std::move(channels), std::move(coll_arena),
+                                                std::move(connector));
   comm->set_host_digests(hosts);
   return comm;
 }

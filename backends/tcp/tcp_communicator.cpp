@@ -18,8 +18,10 @@ std::chrono::microseconds tcp_shm_spin_from_env() {
 
 TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
                                  std::shared_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
-                                 std::vector<tcp::ShmChannelPtr> shm, std::unique_ptr<tcp::ShmArena> arena)
-    : Communicator(rank, size, options), store_(std::move(store)), server_(std::move(server)) {
+                                 std::vector<tcp::ShmChannelPtr> shm, std::unique_ptr<tcp::ShmArena> arena,
+                                 std::unique_ptr<tcp::Connector> connector)
+    : Communicator(rank, size, options), store_(std::move(store)), server_(std::move(server)),
+      connector_(std::move(connector)) {
   tcp::EngineConfig cfg;
   cfg.rank = rank;
   cfg.world = size;
@@ -30,12 +32,18 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
   cfg.waiters_drive = env::get_int(kTcpDriveEnv) != 0;
   // Context is built from rank/size/backend, never from the (changing) options.
   cfg.context = [rank, size](const std::string& op, int peer) { return ErrorContext{rank, size, "tcp", op, peer, -1}; };
+  if (connector_) cfg.dial = [c = connector_.get()](int peer, Millis timeout) { c->dial(peer, timeout); };
   try {
     engine_ = std::make_unique<tcp::ProgressEngine>(std::move(cfg), std::move(sockets), std::move(shm));
+    if (connector_)
+      connector_->start([e = engine_.get()](int peer, net::Socket s, const std::string& error) {
+        e->adopt(peer, std::move(s), error);
+      });
     if (arena)
       shm_coll_ = std::make_unique<tcp::ShmCollectives>(std::move(arena), *engine_,
                                                         ErrorContext{rank, size, "tcp", "", -1, -1});
   } catch (...) {
+    if (connector_) connector_->stop();
     shutdown_worker();  // the base's worker must not outlive a failed construction
     throw;
   }
@@ -44,6 +52,7 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
 TcpCommunicator::~TcpCommunicator() {
   // Collectives first (they use the engine), then the engine says goodbye to the peers.
   shutdown_worker();
+  if (connector_) connector_->stop();  // no connection may arrive at a gone engine
   engine_.reset();
 }
 

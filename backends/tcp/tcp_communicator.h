@@ -1,12 +1,14 @@
 #pragma once
-// TcpCommunicator: the project's Gloo-like backend. A full mesh of TCP connections
-// (mesh.h) driven by one progress engine thread (progress_engine.h), with shared-memory
+// TcpCommunicator: the project's Gloo-like backend. TCP connections between ranks, made
+// when the communicator is built (same host) or when first needed (connector.h), driven
+// by one progress engine thread (progress_engine.h), with shared-memory
 // rings for same-host peers (shm_channel.h, COMM_TCP_SHM). The collectives are the base
 // class's algorithms running on this class's point-to-point calls, except when every
 // rank shares one host: then the native collectives run in a shared-memory arena
 // (shm_collectives.h, COMM_TCP_SHM_COLL) and `auto` picks them.
 #include <memory>
 
+#include "backends/tcp/connector.h"
 #include "backends/tcp/progress_engine.h"
 #include "backends/tcp/shm_collectives.h"
 #include "comm/communicator.h"
@@ -19,9 +21,11 @@ class TcpCommunicator : public Communicator {
   // `sockets[r]` connects to rank r (from build_mesh). `store` and `server` are kept
   // for the communicator's lifetime (rank 0 serves the store others may still read).
   // `shm[r]`, when set, carries the frames to rank r (from setup_shm_channels).
+  // `connector`, when set, connects the ranks whose socket is empty on demand.
   TcpCommunicator(int rank, int size, CommOptions options, std::vector<net::Socket> sockets,
                   std::shared_ptr<Store> store, std::shared_ptr<TcpStoreServer> server,
-                  std::vector<tcp::ShmChannelPtr> shm = {}, std::unique_ptr<tcp::ShmArena> arena = nullptr);
+                  std::vector<tcp::ShmChannelPtr> shm = {}, std::unique_ptr<tcp::ShmArena> arena = nullptr,
+                  std::unique_ptr<tcp::Connector> connector = nullptr);
   ~TcpCommunicator() override;
 
   std::string backend_name() const override { return "tcp"; }
@@ -42,6 +46,7 @@ class TcpCommunicator : public Communicator {
  private:
   std::shared_ptr<Store> store_;
   std::shared_ptr<TcpStoreServer> server_;
+  std::unique_ptr<tcp::Connector> connector_;  // stopped before the engine goes
   std::unique_ptr<tcp::ProgressEngine> engine_;
   std::unique_ptr<tcp::ShmCollectives> shm_coll_;  // one collective at a time (Communicator)
 };

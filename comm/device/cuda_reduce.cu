@@ -11,9 +11,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "comm/device/cuda_api.h"
+#include "comm/device/cuda_reduce.h"
+#include "device/runtime.h"
 
-namespace dpt::device::cuda {
+namespace dpt::device::cuda_kernels {
 
 namespace {
 
@@ -108,4 +109,4 @@ void divide_in_place(void* buf, size_t n, DType t, int d) {
   }
 }
 
-}  // namespace dpt::device::cuda
+}  // namespace dpt::device::cuda_kernels

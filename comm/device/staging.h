@@ -19,7 +19,7 @@
 #include <memory>
 
 #include "comm/communicator.h"
-#include "comm/device/device_runtime.h"
+#include "device/runtime.h"
 
 namespace dpt::device {
 

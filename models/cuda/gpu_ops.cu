@@ -17,6 +17,7 @@
 #include <map>
 #include <string>
 
+#include "device/runtime.h"
 #include "models/cuda/gpu_ops.h"
 
 namespace dpt::gpu {
@@ -25,12 +26,12 @@ namespace {
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
-    throw GpuError(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+    throw device::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
 }
 
 void check_blas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw GpuError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
+    throw device::DeviceError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
 
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
@@ -46,10 +47,10 @@ const Blas& blas() {
   static const Blas b = [] {
     const char* name = "libcublas.so." DPT_CUBLAS_SOVERSION;
     void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) throw GpuError(std::string("cannot load cuBLAS (") + name + "): " + dlerror());
+    if (!lib) throw device::DeviceError(std::string("cannot load cuBLAS (") + name + "): " + dlerror());
     auto sym = [&](const char* f) {
       void* p = dlsym(lib, f);
-      if (!p) throw GpuError(std::string("cuBLAS (") + name + ") has no " + f);
+      if (!p) throw device::DeviceError(std::string("cuBLAS (") + name + ") has no " + f);
       return p;
     };
     Blas r;
@@ -277,58 +278,6 @@ __global__ void dropout_k(const float* x, float* y, size_t n, uint32_t threshold
 }
 
 }  // namespace
-
-bool built() { return true; }
-
-int device_count(std::string* why) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    if (why) *why = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-    cudaGetLastError();  // clear the sticky-free error so later calls report their own
-    return 0;
-  }
-  if (n == 0 && why) *why = "no CUDA device";
-  return n;
-}
-
-void use_device(int index) { check(cudaSetDevice(index), "cudaSetDevice"); }
-
-int current_device() {
-  int d = 0;
-  check(cudaGetDevice(&d), "cudaGetDevice");
-  return d;
-}
-
-void* alloc(size_t bytes) {
-  void* p = nullptr;
-  if (bytes) check(cudaMalloc(&p, bytes), ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
-  return p;
-}
-
-void release(void* p) noexcept {
-  if (p) cudaFree(p);
-}
-
-void upload(void* dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy host to device");
-}
-
-void download(void* dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
-}
-
-void copy(void* dst, const void* src, size_t bytes) {
-  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync device to device");
-}
-
-void zero(void* p, size_t bytes) {
-  if (bytes) check(cudaMemsetAsync(p, 0, bytes, 0), "cudaMemsetAsync");
-}
-
-void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
-
-void wait_for_kernels() { check(cudaStreamSynchronize(0), "cudaStreamSynchronize"); }
 
 void sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
            float beta, float* c, int ldc) {

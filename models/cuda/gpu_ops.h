@@ -1,45 +1,27 @@
-// gpu_ops: everything models/ runs on a CUDA device, behind a header without CUDA
-// headers, so the layers compile the same with and without CUDA. Implemented by
-// gpu_ops.cu (built with CUDA) or gpu_ops_absent.cpp (where every call throws saying
-// the build has no CUDA).
+// gpu_ops: the kernels and cuBLAS calls models/ runs on a CUDA device, behind a header
+// without CUDA headers, so the layers compile the same with and without CUDA. Device
+// memory, copies and the stream are device/runtime.h's. Implemented by gpu_ops.cu (built
+// with CUDA) or gpu_ops_absent.cpp: there no device memory can exist (device/ refuses
+// every allocation), so no layer reaches these; each is a link placeholder raising
+// device/'s "no CUDA" error.
 //
 // Terms:
-//   device pointer  memory from gpu::alloc on the current device (use_device).
+//   device pointer  memory from device::alloc on the current device (device::current()).
 //   stream          every kernel and cuBLAS call here runs on the current thread's
-//                   default stream, in issue order; upload/download are synchronous, so
-//                   a host read after download() sees every earlier kernel's result.
+//                   default stream (device/'s kernel stream), in issue order; copies to
+//                   the host (device::copy) are synchronous, so a host read after one
+//                   sees every earlier kernel's result.
 //   row-major       as in models/gemm.h: sgemm takes the same arguments as dpt::sgemm
 //                   (cuBLAS is column-major; the wrapper computes C^T = op(B)^T op(A)^T).
 // The functions mirror the host loops of the layers that call them, in float32 (cuBLAS in
 // its default, non-TF32 mode), so a model gives the same numbers on both within rounding.
+// Failures throw device::DeviceError with CUDA's text.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 namespace dpt::gpu {
-
-// A CUDA failure or a model op with no CUDA build, named with CUDA's text.
-class GpuError : public std::runtime_error { using std::runtime_error::runtime_error; };
-
-bool built();
-// Usable devices; 0 with `why` set when there are none.
-int device_count(std::string* why = nullptr);
-void use_device(int index);  // for the calling thread
-int current_device();
-
-void* alloc(size_t bytes);
-void release(void* p) noexcept;
-void upload(void* dst, const void* src, size_t bytes);    // host -> device, synchronous
-void download(void* dst, const void* src, size_t bytes);  // device -> host, synchronous
-void copy(void* dst, const void* src, size_t bytes);      // device -> device, on the stream
-void zero(void* p, size_t bytes);                         // on the stream
-void synchronize();
-// Waits for the work issued so far on the default stream (the layers' kernels), so
-// another stream or thread may read what they wrote.
-void wait_for_kernels();
 
 // C = alpha op(A) op(B) + beta C, row-major (models/gemm.h).
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,

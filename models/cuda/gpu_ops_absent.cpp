@@ -1,30 +1,16 @@
-// gpu_ops.h in a build without CUDA: no devices, and every operation throws saying so
-// (the layers only call these for tensors on a CUDA device, which cannot exist here).
+// gpu_ops.h in a build without CUDA. Link placeholders only: no device memory exists
+// there (device/runtime.h, the one place that knows CUDA is absent, refuses every
+// allocation), so no layer can call these; each raises device/'s "no CUDA" error.
 #include "models/cuda/gpu_ops.h"
+
+#include "device/runtime.h"
 
 namespace dpt::gpu {
 
 namespace {
-[[noreturn]] void absent(const char* what) {
-  throw GpuError(std::string(what) + ": this build has no CUDA (configure found no CUDA toolkit, or DPT_WITH_CUDA=OFF)");
-}
+[[noreturn]] void absent(const char* what) { device::throw_not_built(what); }
 }  // namespace
 
-bool built() { return false; }
-int device_count(std::string* why) {
-  if (why) *why = "this build has no CUDA";
-  return 0;
-}
-void use_device(int) { absent("use_device"); }
-int current_device() { absent("current_device"); }
-void* alloc(size_t) { absent("alloc"); }
-void release(void*) noexcept {}
-void upload(void*, const void*, size_t) { absent("upload"); }
-void download(void*, const void*, size_t) { absent("download"); }
-void copy(void*, const void*, size_t) { absent("copy"); }
-void zero(void*, size_t) { absent("zero"); }
-void synchronize() { absent("synchronize"); }
-void wait_for_kernels() { absent("wait_for_kernels"); }
 void sgemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int) {
   absent("sgemm");
 }

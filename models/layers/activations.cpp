@@ -5,11 +5,15 @@
 #include <cmath>
 
 #include "models/fast_math.h"
+#include "models/parallel_for.h"
 
 namespace dpt {
 namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
+// Elements per chunk when GELU runs on parallel_for's threads: a multiple of every vector
+// width, so each element is computed by the same code as on one thread (same bits).
+constexpr int64_t kGeluGrain = 1 << 14;
 }  // namespace
 
 // DPT_VECTOR_CLONES (models/fast_math.h): an AVX-512, an AVX2 and a baseline copy.
@@ -65,7 +69,10 @@ const Tensor& Gelu::forward(const Tensor& in, const ForwardContext&) {
   y_.resize_like(in);
   tanh_.resize_like(in);
   if (in.on_cuda()) gpu::gelu_forward(in.data(), y_.data(), tanh_.data(), in.numel());
-  else gelu_forward(in.data(), y_.data(), tanh_.data(), in.numel());
+  else
+    parallel_for(static_cast<int64_t>(in.numel()), kGeluGrain, [&](int64_t i0, int64_t i1) {
+      gelu_forward(in.data() + i0, y_.data() + i0, tanh_.data() + i0, static_cast<size_t>(i1 - i0));
+    });
   return y_;
 }
 
@@ -73,7 +80,11 @@ const Tensor& Gelu::backward(const Tensor& dout, GradSink&, bool need_input_grad
   if (!need_input_grad) return dx_;
   dx_.resize_like(dout);
   if (dout.on_cuda()) gpu::gelu_backward(x_->data(), tanh_.data(), dout.data(), dx_.data(), dout.numel());
-  else gelu_backward(x_->data(), tanh_.data(), dout.data(), dx_.data(), dout.numel());
+  else
+    parallel_for(static_cast<int64_t>(dout.numel()), kGeluGrain, [&](int64_t i0, int64_t i1) {
+      gelu_backward(x_->data() + i0, tanh_.data() + i0, dout.data() + i0, dx_.data() + i0,
+                    static_cast<size_t>(i1 - i0));
+    });
   return dx_;
 }
 

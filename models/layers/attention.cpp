@@ -9,8 +9,34 @@
 #include "models/fast_math.h"
 
 #include "models/gemm.h"
+#include "models/parallel_for.h"
 
 namespace dpt {
+namespace {
+// Row i of a causal score matrix (t columns) into probabilities: entries 0..i softmaxed,
+// the rest zero.
+void causal_softmax_row(float* row, int64_t i, int64_t t) {
+  float mx = row[0];
+  for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, row[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j <= i; ++j) {
+    row[j] = fast_exp(row[j] - mx);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
+  for (int64_t j = i + 1; j < t; ++j) row[j] = 0.0f;
+}
+
+// dS = P (dP - <P, dP>) for row i, in place over dP; P is zero above the diagonal, so dS is.
+void softmax_backward_row(const float* prow, float* drow, int64_t i, int64_t t) {
+  float dot = 0.0f;
+  for (int64_t j = 0; j <= i; ++j) dot += prow[j] * drow[j];
+  for (int64_t j = 0; j <= i; ++j) drow[j] = prow[j] * (drow[j] - dot);
+  for (int64_t j = i + 1; j < t; ++j) drow[j] = 0.0f;
+}
+}  // namespace
+
 
 CausalAttentionCore::CausalAttentionCore(const std::string& name, int64_t dim, int64_t heads, float dropout,
                                          const std::string& dropout_name)
@@ -38,33 +64,26 @@ const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContex
     dropped_.resize({b_, h_, t_, t_});
   }
   if (in.on_cuda()) return forward_cuda(in, scale);
-  for (int64_t b = 0; b < b_; ++b)
+  // Per sample: every head's scores, then the causal softmax of all H*T rows at once on
+  // parallel_for's threads (rows are independent: the bits one thread gives), then every
+  // head's mix of V.
+  for (int64_t b = 0; b < b_; ++b) {
+    const float* qkv_b = in.data() + b * t_ * 3 * d_;
+    float* p_b = probs_.data() + b * h_ * t_ * t_;
+    for (int64_t h = 0; h < h_; ++h)
+      sgemm(false, true, T, T, hd, scale, qkv_b + h * hd_, ld, qkv_b + d_ + h * hd_, ld, 0.0f, p_b + h * t_ * t_, T);
+    parallel_for(h_ * t_, parallel_grain(3 * t_), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) causal_softmax_row(p_b + r * t_, r % t_, t_);
+    });
     for (int64_t h = 0; h < h_; ++h) {
-      const float* q = in.data() + b * t_ * 3 * d_ + h * hd_;
-      const float* k = q + d_;
-      const float* v = q + 2 * d_;
-      float* p = probs_.data() + (b * h_ + h) * t_ * t_;
-      sgemm(false, true, T, T, hd, scale, q, ld, k, ld, 0.0f, p, T);
-      for (int64_t i = 0; i < t_; ++i) {
-        float* row = p + i * t_;
-        float mx = row[0];
-        for (int64_t j = 1; j <= i; ++j) mx = std::max(mx, row[j]);
-        float sum = 0.0f;
-        for (int64_t j = 0; j <= i; ++j) {
-          row[j] = fast_exp(row[j] - mx);
-          sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
-        for (int64_t j = i + 1; j < t_; ++j) row[j] = 0.0f;
-      }
       const int64_t slice = (b * h_ + h) * t_ * t_;
       if (drop_.active())
-        dropout_apply(p, dropped_.data() + slice, static_cast<size_t>(t_ * t_), drop_.p(), drop_.draw_key(),
-                      static_cast<uint64_t>(slice));
-      sgemm(false, false, T, hd, T, 1.0f, mixed().data() + slice, T, v, ld, 0.0f,
+        dropout_apply(probs_.data() + slice, dropped_.data() + slice, static_cast<size_t>(t_ * t_), drop_.p(),
+                      drop_.draw_key(), static_cast<uint64_t>(slice));
+      sgemm(false, false, T, hd, T, 1.0f, mixed().data() + slice, T, qkv_b + 2 * d_ + h * hd_, ld, 0.0f,
             y_.data() + b * t_ * d_ + h * hd_, static_cast<int>(d_));
     }
+  }
   return y_;
 }
 
@@ -74,35 +93,33 @@ const Tensor& CausalAttentionCore::backward(const Tensor& dout, GradSink&, bool 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
   dqkv_.resize_like(*qkv_);
   if (dout.on_cuda()) return backward_cuda(dout, scale);
-  dp_.resize(static_cast<size_t>(t_ * t_));
-  for (int64_t b = 0; b < b_; ++b)
+  // Per sample, as forward: every head's dP and dV, then dS for all H*T rows at once on
+  // parallel_for's threads, then every head's dQ and dK.
+  dp_.resize(static_cast<size_t>(h_ * t_ * t_));
+  for (int64_t b = 0; b < b_; ++b) {
+    const float* qkv_b = qkv_->data() + b * t_ * 3 * d_;
+    float* dqkv_b = dqkv_.data() + b * t_ * 3 * d_;
+    const float* dy_b = dout.data() + b * t_ * d_;
     for (int64_t h = 0; h < h_; ++h) {
-      const float* q = qkv_->data() + b * t_ * 3 * d_ + h * hd_;
-      const float* k = q + d_;
-      const float* v = q + 2 * d_;
-      float* dq = dqkv_.data() + b * t_ * 3 * d_ + h * hd_;
-      float* dk = dq + d_;
-      float* dv = dq + 2 * d_;
       const int64_t slice = (b * h_ + h) * t_ * t_;
-      const float* p = probs_.data() + slice;
-      const float* dy = dout.data() + b * t_ * d_ + h * hd_;
-      float* dp = dp_.data();
-      sgemm(false, true, T, T, hd, 1.0f, dy, static_cast<int>(d_), v, ld, 0.0f, dp, T);
-      sgemm(true, false, T, hd, T, 1.0f, mixed().data() + slice, T, dy, static_cast<int>(d_), 0.0f, dv, ld);
+      float* dp = dp_.data() + h * t_ * t_;
+      sgemm(false, true, T, T, hd, 1.0f, dy_b + h * hd_, static_cast<int>(d_), qkv_b + 2 * d_ + h * hd_, ld, 0.0f,
+            dp, T);
+      sgemm(true, false, T, hd, T, 1.0f, mixed().data() + slice, T, dy_b + h * hd_, static_cast<int>(d_), 0.0f,
+            dqkv_b + 2 * d_ + h * hd_, ld);
       if (drop_.active())  // dP = dropout(dD), the forward's mask
         dropout_apply(dp, dp, static_cast<size_t>(t_ * t_), drop_.p(), drop_.draw_key(), static_cast<uint64_t>(slice));
-      // dS overwrites dP in place; P is zero above the diagonal so dS is too.
-      for (int64_t i = 0; i < t_; ++i) {
-        const float* prow = p + i * t_;
-        float* drow = dp + i * t_;
-        float dot = 0.0f;
-        for (int64_t j = 0; j <= i; ++j) dot += prow[j] * drow[j];
-        for (int64_t j = 0; j <= i; ++j) drow[j] = prow[j] * (drow[j] - dot);
-        for (int64_t j = i + 1; j < t_; ++j) drow[j] = 0.0f;
-      }
-      sgemm(false, false, T, hd, T, scale, dp, T, k, ld, 0.0f, dq, ld);
-      sgemm(true, false, T, hd, T, scale, dp, T, q, ld, 0.0f, dk, ld);
     }
+    const float* p_b = probs_.data() + b * h_ * t_ * t_;
+    parallel_for(h_ * t_, parallel_grain(3 * t_), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) softmax_backward_row(p_b + r * t_, dp_.data() + r * t_, r % t_, t_);
+    });
+    for (int64_t h = 0; h < h_; ++h) {
+      const float* dp = dp_.data() + h * t_ * t_;
+      sgemm(false, false, T, hd, T, scale, dp, T, qkv_b + d_ + h * hd_, ld, 0.0f, dqkv_b + h * hd_, ld);
+      sgemm(true, false, T, hd, T, scale, dp, T, qkv_b + h * hd_, ld, 0.0f, dqkv_b + d_ + h * hd_, ld);
+    }
+  }
   return dqkv_;
 }
 

@@ -39,7 +39,7 @@ class CausalAttentionCore : public Layer {
   Tensor dropped_;  // D = dropout(P), when dropout is active
   const Tensor& mixed() const { return drop_.active() ? dropped_ : probs_; }  // what multiplies V
   Tensor y_, dqkv_;
-  std::vector<float> dp_;  // scratch [T, T]
+  std::vector<float> dp_;  // scratch: dP then dS of one sample, [H, T, T]
   Tensor dp_device_;       // on the device: dP for every (b, h), [B, H, T, T]
   const Tensor& forward_cuda(const Tensor& in, float scale);
   const Tensor& backward_cuda(const Tensor& dout, float scale);

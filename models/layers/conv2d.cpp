@@ -157,9 +157,50 @@ void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const 
   });
 }
 
+bool Conv2d::pick_onednn(bool bf16) {
+  const ConvSetting setting = setting_ ? *setting_ : conv_setting();
+  if (setting == ConvSetting::im2col) return false;
+  if (setting == ConvSetting::automatic &&
+      (!onednn_conv_available() || !onednn_conv_shape_wins(c_, k_, stride_, all_taps_, p_, bf16)))
+    return false;
+  if (!onednn_) onednn_ = std::make_unique<OnednnConv>();
+  if (!onednn_->prepare({n_, c_, h_, w_in_, oc_, k_, stride_, pad_, oh_, ow_}, bf16)) return false;
+  return setting == ConvSetting::onednn || onednn_conv_impl_is_jit(onednn_->impl());
+}
+
+std::string Conv2d::kernel() const { return use_onednn_ ? "onednn " + onednn_->impl() : "im2col"; }
+
+void Conv2d::record_pass(Pass pass) const {
+  const int oc = static_cast<int>(oc_), rows = static_cast<int>(rows_), cols = static_cast<int>(n_ * p_);
+  switch (pass) {  // Y = Wl col, dWl += dY col^T, dcol = Wl^T dY, over the whole batch
+    case Pass::forward: return record_gemm({false, false, oc, cols, rows, rows, cols, cols, false, bf16_});
+    case Pass::weights: return record_gemm({false, true, oc, rows, cols, cols, cols, rows, true, bf16_});
+    case Pass::data: return record_gemm({true, false, rows, cols, oc, rows, cols, cols, false, bf16_});
+  }
+}
+
+void Conv2d::add_bias() {
+  const float* b = store_.param(b_);
+  float* y = y_.data();
+  for (int64_t n = 0; n < n_; ++n)
+    for (int64_t o = 0; o < oc_; ++o) {
+      float* dst = y + (n * oc_ + o) * p_;
+      for (int64_t i = 0; i < p_; ++i) dst[i] += b[o];
+    }
+}
+
 const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
   x_ = &in;
   plan(in);
+  bf16_ = gemm_precision() == GemmPrecision::bf16 && bf16_gemm_native();
+  use_onednn_ = pick_onednn(bf16_);
+  if (use_onednn_) {
+    y_.resize({n_, oc_, oh_, ow_});
+    onednn_->forward(in.data(), store_.param(w_), y_.data());
+    record_pass(Pass::forward);
+    if (has_bias_) add_bias();
+    return y_;
+  }
   pad_input(in.data());
   const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());
   const float* w = store_.param(w_);
@@ -191,15 +232,7 @@ const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
         }
       });
   }
-  if (has_bias_) {
-    const float* b = store_.param(b_);
-    float* y = y_.data();
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t o = 0; o < oc_; ++o) {
-        float* dst = y + (n * oc_ + o) * p_;
-        for (int64_t i = 0; i < p_; ++i) dst[i] += b[o];
-      }
-  }
+  if (has_bias_) add_bias();
   return y_;
 }
 
@@ -230,6 +263,16 @@ const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_inp
       db[o] += sum;
     }
     sink.ready(b_);
+  }
+  if (use_onednn_) {
+    record_pass(Pass::weights);
+    onednn_->backward_weights(dy, store_.grad(w_));
+    sink.ready(w_);
+    if (!need_input_grad) return dx_;
+    dx_.resize_like(*x_);
+    record_pass(Pass::data);
+    onednn_->backward_data(dy, dx_.data());
+    return dx_;
   }
   // dWl, accumulated over the chunks: straight into the gradient when every tap is live.
   const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());

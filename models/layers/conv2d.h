@@ -24,9 +24,19 @@
 // Chunks: one sample when P is large enough for a good GEMM on its own; else enough
 // samples for about kTargetColumns columns, so the col buffer stays small (cache) while
 // the products stay wide.
+// oneDNN: where models/layers/conv_engine.h's rule (DPT_CONV) picks it for the input shape
+// and the GEMM precision of the forward, oneDNN's convolution primitives
+// (models/layers/conv2d_onednn.h) run forward and backward instead, bf16 when the
+// precision is bf16 on a native CPU; the products are recorded (models/gemm.h) as the
+// im2col GEMMs they replace, so FLOP counts stay the same.
 #pragma once
 
+#include <memory>
+#include <optional>
+
 #include "models/layer.h"
+#include "models/layers/conv2d_onednn.h"
+#include "models/layers/conv_engine.h"
 
 namespace dpt {
 
@@ -44,6 +54,12 @@ class Conv2d : public Layer {
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
   std::vector<size_t> used_params() const override;
+  // What the last forward ran: "im2col", or "onednn <forward / backward data / backward
+  // weights implementations>" (benchmarks and tests print it).
+  std::string kernel() const;
+  // Overrides DPT_CONV for this layer (tests and benchmarks that compare the kernels in
+  // one process without changing its environment).
+  void set_conv_setting(ConvSetting s) { setting_ = s; }
 
   static constexpr int64_t kTargetColumns = 512;
 
@@ -57,6 +73,12 @@ class Conv2d : public Layer {
   void col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const;
   // dY of a chunk as [OC, nb*P]: the gradient tensor itself for one sample, else gathered.
   const float* chunk_dy(const float* dout, int64_t n0, int64_t nb);
+  // Whether this forward (and its backward) runs on oneDNN; prepares its primitives.
+  bool pick_onednn(bool bf16);
+  // Records the im2col GEMM a oneDNN pass stands for (models/gemm.h's FLOP counts).
+  enum class Pass { forward, weights, data };
+  void record_pass(Pass pass) const;
+  void add_bias();
 
   ParamStore& store_;
   int64_t c_, oc_, k_, stride_, pad_;
@@ -72,6 +94,9 @@ class Conv2d : public Layer {
   const Tensor* x_ = nullptr;
   const float* xp_data_ = nullptr;  // xp_ or the input
   Tensor xp_, col_, yt_, dyt_, dcol_, wl_, dwl_, y_, dxp_, dx_;
+  std::unique_ptr<OnednnConv> onednn_;
+  bool use_onednn_ = false, bf16_ = false;  // of the last forward
+  std::optional<ConvSetting> setting_;
 };
 
 }  // namespace dpt

@@ -1,5 +1,6 @@
 #include "models/layers/embedding.h"
 
+#include "device/runtime.h"
 #include "models/cuda/gpu_ops.h"
 
 #include <stdexcept>
@@ -46,7 +47,7 @@ const Tensor& Embedding::forward(const Tensor&, const ForwardContext& ctx) {
   if (ctx.cuda) {
     // The ids travel as 4-byte words in a float array (same size, never read as floats).
     tokens_device_.reserve(tokens_.size());
-    gpu::upload(tokens_device_.data(), tokens_.data(), tokens_.size() * sizeof(int32_t));
+    device::copy(tokens_device_.data(), tokens_.data(), tokens_.size() * sizeof(int32_t));
     gpu::embedding_forward(reinterpret_cast<const int32_t*>(tokens_device_.data()), store_.device_param(tok_),
                            max_pos_ > 0 ? store_.device_param(pos_) : nullptr, y_.data(),
                            static_cast<int>(n_ * t_), static_cast<int>(t_), static_cast<int>(d_));

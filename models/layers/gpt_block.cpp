@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "models/parallel_for.h"
+
 namespace dpt {
 namespace {
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -13,7 +15,9 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   float* po = out.data();
   const size_t n = a.numel();
   if (a.on_cuda()) return gpu::add(pa, pb, po, n);
-  for (size_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  parallel_for(static_cast<int64_t>(n), int64_t{1} << 15, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) po[i] = pa[i] + pb[i];
+  });
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "models/init.h"
+#include "models/parallel_for.h"
 
 namespace dpt {
 
@@ -38,19 +39,22 @@ const Tensor& LayerNorm::forward(const Tensor& in, const ForwardContext&) {
   rstd_.resize(rows);
   const float* w = store_.param(w_);
   const float* b = store_.param(b_);
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = in.data() + r * d_;
-    float* y = y_.data() + r * d_;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < d_; ++i) sum += x[i];
-    const float mean = sum / d_;
-    float var = 0.0f;
-    for (int64_t i = 0; i < d_; ++i) var += (x[i] - mean) * (x[i] - mean);
-    const float rstd = 1.0f / std::sqrt(var / d_ + eps_);
-    for (int64_t i = 0; i < d_; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
-    mean_[r] = mean;
-    rstd_[r] = rstd;
-  }
+  // Rows are independent: on parallel_for's threads, the same bits as on one.
+  parallel_for(static_cast<int64_t>(rows), parallel_grain(4 * d_), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = in.data() + r * d_;
+      float* y = y_.data() + r * d_;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < d_; ++i) sum += x[i];
+      const float mean = sum / d_;
+      float var = 0.0f;
+      for (int64_t i = 0; i < d_; ++i) var += (x[i] - mean) * (x[i] - mean);
+      const float rstd = 1.0f / std::sqrt(var / d_ + eps_);
+      for (int64_t i = 0; i < d_; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+      mean_[r] = mean;
+      rstd_[r] = rstd;
+    }
+  });
   return y_;
 }
 
@@ -68,28 +72,44 @@ const Tensor& LayerNorm::backward(const Tensor& dout, GradSink& sink, bool need_
   const float* w = store_.param(w_);
   float* dw = store_.grad(w_);
   float* db = store_.grad(b_);
-  if (need_input_grad) dx_.resize_like(dout);
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = x_->data() + r * d_;
-    const float* dy = dout.data() + r * d_;
-    const float mean = mean_[r], rstd = rstd_[r];
-    float mean_g = 0.0f, mean_gx = 0.0f;
-    for (int64_t i = 0; i < d_; ++i) {
-      const float xhat = (x[i] - mean) * rstd;
-      const float g = dy[i] * w[i];
-      mean_g += g;
-      mean_gx += g * xhat;
-      db[i] += dy[i];
-      dw[i] += dy[i] * xhat;
+  const float* x_all = x_->data();
+  const float* dy_all = dout.data();
+  // The parameter gradients sum over rows: split by columns, each column summed over the
+  // rows in order, so any number of threads gives the bits one thread gives.
+  parallel_for(d_, 64, [&](int64_t i0, int64_t i1) {
+    for (size_t r = 0; r < rows; ++r) {
+      const float* x = x_all + r * d_;
+      const float* dy = dy_all + r * d_;
+      const float mean = mean_[r], rstd = rstd_[r];
+      for (int64_t i = i0; i < i1; ++i) {
+        db[i] += dy[i];
+        dw[i] += dy[i] * ((x[i] - mean) * rstd);
+      }
     }
-    mean_g /= d_;
-    mean_gx /= d_;
-    if (!need_input_grad) continue;
-    float* dx = dx_.data() + r * d_;
-    for (int64_t i = 0; i < d_; ++i) {
-      const float xhat = (x[i] - mean) * rstd;
-      dx[i] = rstd * (dy[i] * w[i] - mean_g - xhat * mean_gx);
-    }
+  });
+  if (need_input_grad) {
+    dx_.resize_like(dout);
+    parallel_for(static_cast<int64_t>(rows), parallel_grain(6 * d_), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* x = x_all + r * d_;
+        const float* dy = dy_all + r * d_;
+        const float mean = mean_[r], rstd = rstd_[r];
+        float mean_g = 0.0f, mean_gx = 0.0f;
+        for (int64_t i = 0; i < d_; ++i) {
+          const float xhat = (x[i] - mean) * rstd;
+          const float g = dy[i] * w[i];
+          mean_g += g;
+          mean_gx += g * xhat;
+        }
+        mean_g /= d_;
+        mean_gx /= d_;
+        float* dx = dx_.data() + r * d_;
+        for (int64_t i = 0; i < d_; ++i) {
+          const float xhat = (x[i] - mean) * rstd;
+          dx[i] = rstd * (dy[i] * w[i] - mean_g - xhat * mean_gx);
+        }
+      }
+    });
   }
   sink.ready(b_);
   sink.ready(w_);

@@ -1,6 +1,6 @@
 #include "models/layers/shape_layers.h"
 
-#include "models/cuda/gpu_ops.h"
+#include "device/runtime.h"
 #include "models/parallel_for.h"
 
 #include <algorithm>
@@ -74,7 +74,7 @@ const Tensor& Flatten::forward(const Tensor& in, const ForwardContext&) {
   const int64_t n = in.rank() ? in.dim(0) : 1;
   y_.set_device(in.device());
   y_.resize({n, static_cast<int64_t>(in.numel()) / std::max<int64_t>(n, 1)});
-  if (in.on_cuda()) gpu::copy(y_.data(), in.data(), in.numel() * sizeof(float));
+  if (in.on_cuda()) device::copy_on_kernel_stream(y_.data(), in.data(), in.numel() * sizeof(float));
   else std::copy(in.data(), in.data() + in.numel(), y_.data());
   return y_;
 }
@@ -83,7 +83,7 @@ const Tensor& Flatten::backward(const Tensor& dout, GradSink&, bool need_input_g
   if (!need_input_grad) return dx_;
   dx_.set_device(dout.device());
   dx_.resize(in_shape_);
-  if (dout.on_cuda()) gpu::copy(dx_.data(), dout.data(), dout.numel() * sizeof(float));
+  if (dout.on_cuda()) device::copy_on_kernel_stream(dx_.data(), dout.data(), dout.numel() * sizeof(float));
   else std::copy(dout.data(), dout.data() + dout.numel(), dx_.data());
   return dx_;
 }

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "models/cuda/gpu_ops.h"
+#include "device/runtime.h"
 #include "parallel/precision/wire16.h"
 
 namespace dpt {
@@ -17,7 +17,7 @@ GradAllreduce::GradAllreduce(Module& model, Communicator& comm, const DdpConfig&
                  BucketOps{[this](size_t) {
                              // Device buckets are read by another stream or thread: the
                              // kernels producing them must be done (not comm time).
-                             if (device_buckets_) gpu::wait_for_kernels();
+                             if (device_buckets_) device::wait_for_kernels();
                            },
                            [this](size_t i, const BucketRange& b, std::vector<WorkPtr>& works) {
                              if (compress_now_) {
@@ -93,7 +93,7 @@ size_t GradAllreduce::comm_buffer_bytes() const {
 int64_t GradAllreduce::launch(const BucketRange& b, std::vector<WorkPtr>& works, std::vector<uint16_t>& wire) {
   const size_t n = b.end - b.begin;
   if (device_buckets_) {
-    Buffer buf{model_.store().device_flat_grads() + b.begin, n, DType::f32, Device{DeviceKind::cuda, gpu::current_device()}};
+    Buffer buf{model_.store().device_flat_grads() + b.begin, n, DType::f32, device::current()};
     works.push_back(comm_->allreduce_async(buf, buf, ReduceOp::avg));
   } else if (config_.wire == DType::f32) {
     Buffer buf{model_.flat_grads().data() + b.begin, n, DType::f32, {}};

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "comm/device/device_runtime.h"
+#include "device/runtime.h"
 #include "tests/support/dist_test.h"
 #include "tests/support/typed_values.h"
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "comm/device/device_runtime.h"
+#include "comm/device/device_reduce.h"
 #include "comm/reduce_kernels.h"
 
 using namespace dpt;

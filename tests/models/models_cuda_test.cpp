@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "models/cuda/gpu_ops.h"
+#include "device/runtime.h"
 #include "models/models.h"
 #include "models_test_util.h"
 
@@ -165,14 +165,28 @@ TEST_CASE("a model without a CUDA path, or no GPU, is refused by name", "[cuda_e
     CHECK_FALSE(cnn->on_cuda());
   }
   std::string why;
-  if (gpu::device_count(&why) == 0) {
+  if (device::kernel_device_count(&why) == 0) {
     auto mlp = make_model("mlp", {});
     try {
       mlp->to_cuda(0);
       FAIL("mlp went to cuda without a GPU");
-    } catch (const gpu::GpuError& e) {
+    } catch (const device::DeviceError& e) {
       CHECK_THAT(e.what(), Catch::Contains("no CUDA device 0"));
     }
     CHECK_FALSE(mlp->on_cuda());
   }
+}
+
+// Run with DPT_EMULATE_DEVICE=1 (models_cuda_refuses_emulated): the emulated device is
+// host memory for comm/'s staging paths; a model's kernels must never be handed it.
+TEST_CASE("a model is refused the emulated device", "[cuda_emulated]") {
+  REQUIRE(device::emulated());
+  auto mlp = make_model("mlp", {});
+  try {
+    mlp->to_cuda(0);
+    FAIL("mlp went to the emulated device");
+  } catch (const device::DeviceError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("DPT_EMULATE_DEVICE=1") && Catch::Contains("runs no model kernels"));
+  }
+  CHECK_FALSE(mlp->on_cuda());
 }

@@ -7,9 +7,10 @@
 //                     two bf16 values are exact in fp32, so only the fp32 sums (any order,
 //                     Higham's gamma_k, with a factor 2 to spare) separate the two.
 //   fp32 bound        against float64 on the unrounded operands: each operand's rounding is
-//                     a relative 2^-9 at most (8 significant bits, half an ulp), so each
-//                     product is off by (2^-9 + 2^-9 + 2^-18) |a||b|: 2^-7.9 sum |a||b|
-//                     plus the exact bound.
+//                     a relative 2^-8 at most (8 significant bits: half an ulp is 2^-8 of a
+//                     value at the bottom of its binade), so each product is off by at most
+//                     (2^-8 + 2^-8 + 2^-16) |a||b|: (2^-7 + 2^-16) sum |a||b| plus the exact
+//                     bound.
 //   padding           as in models_gemm_test.cpp: NaN in A's and B's pads (must not be
 //                     read), a sentinel in C's (must not be written); beta == 0 starts C
 //                     as NaN (must not be read).
@@ -64,7 +65,7 @@ void reference(const Case& c, const Operands& o, bool rounded, std::vector<doubl
       ref[e] = double(c.alpha) * dot + double(c.beta) * c0;
       const double am = std::fabs(double(c.alpha)) * mag;
       bound[e] = (c.k + 3) * double(FLT_EPSILON) * (am + std::fabs(double(c.beta) * c0)) +
-                 (rounded ? 0.0 : std::ldexp(1.0, -7) * am);
+                 (rounded ? 0.0 : (std::ldexp(1.0, -7) + std::ldexp(1.0, -16)) * am);
     }
 }
 

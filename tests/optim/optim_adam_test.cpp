@@ -2,6 +2,10 @@
 // precision reference over many steps and elements.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
+
+#include "models/parallel_for.h"
 #include "optim/adam.h"
 #include "optim/optimizer.h"
 #include "optim_test_util.h"
@@ -113,4 +117,27 @@ TEST_CASE("adam: invalid settings", "[adam]") {
   CHECK_THROWS_AS(Adam(3, 0.9f, -0.1f), std::invalid_argument);
   CHECK_THROWS_AS(Adam(3, 0.9f, 0.999f, -1e-8f), std::invalid_argument);
   CHECK_THROWS_AS(AdamW(3, 0.9f, 0.999f, 1e-8f, -0.1f), std::invalid_argument);
+}
+
+TEST_CASE("adam: a step on parallel_for's threads gives the bits of one thread", "[adam]") {
+  // 300,007 elements: several of Adam's chunks and a ragged last one. Run with
+  // OPENBLAS_NUM_THREADS=2 (the CTest sets it) so the threaded step has two threads.
+  REQUIRE(dpt::parallel_threads() >= 2);
+  const size_t n = 300007;
+  std::vector<float> grads(n), start(n);
+  for (size_t i = 0; i < n; ++i) {
+    start[i] = std::sin(0.37f * float(i));
+    grads[i] = std::cos(0.11f * float(i)) * (i % 7 == 0 ? 1e-3f : 1.0f);
+  }
+  for (bool decoupled : {false, true}) {
+    INFO((decoupled ? "adamw" : "adam"));
+    Adam threaded(n, 0.9f, 0.999f, 1e-8f, 0.01f, decoupled), serial(n, 0.9f, 0.999f, 1e-8f, 0.01f, decoupled);
+    std::vector<float> p = start, q = start;
+    for (int s = 0; s < 3; ++s) {
+      threaded.step(p, grads, 1e-3f);
+      dpt::SerialLoopsScope one_thread;
+      serial.step(q, grads, 1e-3f);
+    }
+    CHECK(std::memcmp(p.data(), q.data(), n * sizeof(float)) == 0);
+  }
 }

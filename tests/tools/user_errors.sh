@@ -11,6 +11,7 @@
 #   5. --backend nccl without a GPU: was the CUDA error alone (where there is no GPU).
 #   6. --backend mpi under build/bin/launch: the refusal must be the last thing said, with
 #      no MPI_ABORT banner after it.
+#   7. DPT_CONV=cudnn; train_local --precision fp16.
 #   user_errors.sh <bin dir> <mpiexec or "none">
 set -uo pipefail
 bin=$1 mpiexec=$2
@@ -89,6 +90,13 @@ if [[ $mpiexec != none ]]; then
     echo "FAIL: mpi_under_launch: the ranks' last line is not the refusal: $last"; fails=$((fails + 1))
   fi
 fi
+
+# 7. Kernel choices (issue 27): a DPT_CONV value that is none of the three, and a
+#    train_local --precision it does not have, refused before any data is read.
+expect dpt_conv_unknown 15 "DPT_CONV=cudnn: expected im2col, onednn or auto" -- \
+  env DPT_CONV=cudnn "$bin/train_local" --model resnet18 --dataset cifar10 --data-dir empty --steps 1
+expect train_local_precision 15 "--precision: expected fp32 or bf16, got 'fp16'" -- \
+  "$bin/train_local" --model resnet18 --precision fp16 --steps 1
 
 echo "$fails failure(s)"
 [[ $fails == 0 ]]

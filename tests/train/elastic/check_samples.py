@@ -18,9 +18,10 @@ with --no-shuffle (sample index == position in the epoch's order), --log-every 1
     the most advanced state) has no line for S. Those ranks' positions are reported,
     must be what the present lines left, the killed process must be among them and at
     least one rank must have logged S; a dying rank 0 may also have left S without a
-    metrics line (its range is then the gap between its neighbours).
+    metrics line (its range is then the gap between its neighbours), and so may a rank 0
+    that failed a step another survivor completed (--adopted S: the group went on from S).
 
-usage: check_samples.py METRICS.jsonl SAMPLE_LOG_PREFIX STEPS --ids ID[,ID...] [--killed ID:S]...
+usage: check_samples.py METRICS.jsonl SAMPLE_LOG_PREFIX STEPS --ids ID[,ID...] [--killed ID:S]... [--adopted S]...
 """
 import argparse
 import glob
@@ -36,6 +37,9 @@ def main():
     ap.add_argument("steps", type=int)
     ap.add_argument("--ids", required=True, help="every process that ran (elastic ids), comma-separated")
     ap.add_argument("--killed", action="append", default=[], metavar="ID:S", help="ID died inside step S")
+    ap.add_argument("--adopted", action="append", default=[], type=int, metavar="S",
+                    help="the group went on from step S, which rank 0 failed and another survivor completed "
+                         "(a membership event's resumed_after_step): rank 0 logged no metrics line for it")
     a = ap.parse_args()
     ids = [x for x in a.ids.split(",") if x]
     if not ids or len(set(ids)) != len(ids):
@@ -111,7 +115,7 @@ def main():
         if s not in ranges:
             # A rank 0 that completed s and died before logging it: only at a death step.
             worlds = {x[0] for x in here}
-            if s in death_steps and s + 1 in ranges and len(worlds) == 1:
+            if (s in death_steps or s in a.adopted) and s + 1 in ranges and len(worlds) == 1:
                 ranges[s] = (end, ranges[s + 1][0], worlds.pop())
             else:
                 problems.append(f"step {s}: no metrics line")

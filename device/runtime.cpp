@@ -1,29 +1,42 @@
-// Dispatch of device_runtime.h: the emulated runtime when DPT_EMULATE_DEVICE=1, CUDA
-// otherwise (cuda_api.h, which in a build without CUDA says so on every call).
-#include "comm/device/device_runtime.h"
+// Dispatch of runtime.h: the emulated runtime when DPT_EMULATE_DEVICE=1, CUDA otherwise
+// (cuda_runtime.h, which in a build without CUDA says so on every call).
+#include "device/runtime.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string_view>
 #include <vector>
 
-#include "comm/device/cuda_api.h"
-#include "comm/env.h"
-#include "comm/reduce_kernels.h"
+#include "device/cuda_runtime.h"
 
 namespace dpt::device {
 
 bool cuda_built() { return cuda::built(); }
 
 bool emulated() {
-  static const bool on = env::get_bool(env::kEmulateDevice);
+  static const bool on = [] {
+    const char* raw = std::getenv(kEmulateDeviceVar);
+    const std::string_view v = raw ? raw : "";
+    if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+    if (v == "0" || v == "false" || v == "off" || v == "no" || v.empty()) return false;
+    throw std::invalid_argument(std::string("environment variable ") + kEmulateDeviceVar + "='" + std::string(v) +
+                                "' is not a boolean (use 1/0, true/false, on/off)");
+  }();
   return on;
+}
+
+void throw_not_built(const std::string& what) {
+  throw DeviceError(what + ": this build has no CUDA support (configure found no CUDA toolkit, or DPT_WITH_CUDA=OFF; "
+                           "see the cmake summary)");
 }
 
 int count(std::string* why) {
   if (emulated()) return 1;
   return cuda::device_count(why);
 }
+
+int kernel_device_count(std::string* why) { return cuda::device_count(why); }
 
 std::string describe() {
   if (emulated()) return "emulated device (DPT_EMULATE_DEVICE=1: host memory standing in for cuda:0)";
@@ -54,6 +67,11 @@ Device for_local_rank(int local_rank) {
 void set_current(const Device& d) {
   if (d.is_cpu() || emulated()) return;
   cuda::set_device(d.index);
+}
+
+Device current() {
+  if (emulated()) return Device{DeviceKind::cuda, 0};
+  return Device{DeviceKind::cuda, cuda::get_device()};
 }
 
 void* alloc(const Device& d, size_t bytes) {
@@ -89,16 +107,21 @@ void copy(void* dst, const void* src, size_t bytes) {
   cuda::memcpy_sync(dst, src, bytes);
 }
 
-void reduce_into(const Device& d, void* acc, const void* in, size_t n, DType t, ReduceOp op) {
-  if (d.is_cpu() || emulated()) return dpt::reduce_into(acc, in, n, t, op);
-  cuda::set_device(d.index);
-  cuda::reduce_into(acc, in, n, t, op);
+void copy_on_kernel_stream(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (emulated()) return (void)std::memmove(dst, src, bytes);
+  cuda::memcpy_default_stream(dst, src, bytes);
 }
 
-void divide_in_place(const Device& d, void* buf, size_t n, DType t, int divisor) {
-  if (d.is_cpu() || emulated()) return dpt::divide_in_place(buf, n, t, divisor);
-  cuda::set_device(d.index);
-  cuda::divide_in_place(buf, n, t, divisor);
+void zero_on_kernel_stream(void* p, size_t bytes) {
+  if (bytes == 0) return;
+  if (emulated()) return (void)std::memset(p, 0, bytes);
+  cuda::memset_default_stream(p, bytes);
+}
+
+void wait_for_kernels() {
+  if (emulated()) return;
+  cuda::sync_default_stream();
 }
 
 char* PinnedBuffer::reserve(size_t bytes) {

@@ -1,8 +1,8 @@
-// cuda_api.h over the CUDA runtime. Every call checks its status and throws DeviceError
+// cuda_runtime.h over the CUDA runtime. Every call checks its status and throws DeviceError
 // with CUDA's own name and text for the failure.
 #include <cuda_runtime.h>
 
-#include "comm/device/cuda_api.h"
+#include "device/cuda_runtime.h"
 
 namespace dpt::device::cuda {
 
@@ -42,10 +42,16 @@ std::string device_name(int index) {
 
 void set_device(int index) { check(cudaSetDevice(index), "cudaSetDevice"); }
 
+int get_device() {
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
 void* malloc_device(int index, size_t bytes) {
   set_device(index);
   void* p = nullptr;
-  check(cudaMalloc(&p, bytes), "cudaMalloc");
+  check(cudaMalloc(&p, bytes), ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
   return p;
 }
 void free_device(void* p) noexcept { (void)cudaFree(p); }
@@ -60,6 +66,13 @@ void free_host(void* p) noexcept { (void)cudaFreeHost(p); }
 void memcpy_sync(void* dst, const void* src, size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
 }
+
+// Stream 0 is the legacy default stream: every kernel of models/ runs there.
+void memcpy_default_stream(void* dst, const void* src, size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync device to device");
+}
+void memset_default_stream(void* p, size_t bytes) { check(cudaMemsetAsync(p, 0, bytes, 0), "cudaMemsetAsync"); }
+void sync_default_stream() { check(cudaStreamSynchronize(0), "cudaStreamSynchronize"); }
 
 void* stream_create(int index) {
   set_device(index);

@@ -1,0 +1,135 @@
+// A rank program (run under build/bin/launch) that shows how many TCP connections the
+// tcp backend opens (connector.h: connections on demand) and that collectives over them
+// are right. Each rank builds the world communicator from the environment
+// (backends::create), runs a barrier and an allreduce of 4 KiB and one of 1 MiB, checks
+// both exactly against the sums computed here, and prints one line:
+//   probe rank R connections C sockets S rendezvous_ms A first_ms B rss_kib K ok 1
+// connections: TcpCommunicator::stats().connections (leave out with --no-stats to run
+// against a library without that counter); sockets: socket fds in /proc/self/fd (the
+// store client, the listener and, on rank 0, the store server's are in it too);
+// rendezvous_ms: building the communicator; first_ms: the barrier and both allreduces.
+//
+//   tcp_connections_probe [--algo ring|auto] [--expect-connections N] [--no-stats]
+//                         [--exit-rank R]
+//
+// --algo ring: the allreduces run the ring algorithm and the barriers are left out (the
+// dissemination barrier talks to ranks at distance 1, 2, 4...), so each rank needs its
+// two ring neighbours only.
+// --expect-connections N: exit 5 unless this rank made exactly N connections.
+// --exit-rank R: rank R leaves (exit 0, no goodbye) right after building the
+// communicator, before it connected to anyone on demand: the others must fail promptly
+// with an error naming a rank instead of waiting out COMM_TIMEOUT_S.
+// Exit codes: 0 ok; 3 a CommError (text on stderr); 4 wrong result; 5 connection count;
+// 2 bad usage.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "backends/registry.h"
+#include "backends/tcp/tcp_communicator.h"
+
+using namespace dpt;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int socket_fds() {
+  int n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return -1;
+  while (dirent* e = ::readdir(d)) {
+    char target[64] = {0};
+    const std::string path = std::string("/proc/self/fd/") + e->d_name;
+    if (::readlink(path.c_str(), target, sizeof target - 1) > 0 && std::string(target).rfind("socket:", 0) == 0) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+long rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  while (f >> key) {
+    if (key == "VmRSS:") {
+      long v = 0;
+      f >> v;
+      return v;
+    }
+    f.ignore(1 << 20, '\n');
+  }
+  return -1;
+}
+
+// Small integers, so every sum is exact in float whatever the reduction order.
+float value(int rank, size_t i) { return float(rank % 7) + float(i % 5); }
+
+bool allreduce_is_right(Communicator& comm, size_t count) {
+  std::vector<float> buf(count);
+  for (size_t i = 0; i < count; ++i) buf[i] = value(comm.rank(), i);
+  comm.allreduce(Buffer{buf.data(), count, DType::f32, Device{}}, ReduceOp::sum);
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int r = 0; r < comm.size(); ++r) want += value(r, i);
+    if (buf[i] != want) {
+      std::fprintf(stderr, "rank %d: allreduce of %zu floats: element %zu is %g, expected %g\n", comm.rank(), count, i,
+                   double(buf[i]), double(want));
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string algo = "auto";
+  long expect = -1;
+  bool stats = true;
+  long exit_rank = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--algo" && i + 1 < argc) algo = argv[++i];
+    else if (a == "--expect-connections" && i + 1 < argc) expect = std::atol(argv[++i]);
+    else if (a == "--no-stats") stats = false;
+    else if (a == "--exit-rank" && i + 1 < argc) exit_rank = std::atol(argv[++i]);
+    else {
+      std::fprintf(stderr, "tcp_connections_probe: unknown or incomplete argument '%s' (see the file's header)\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  try {
+    const auto t0 = Clock::now();
+    std::unique_ptr<Communicator> comm = backends::create("tcp");
+    const auto t1 = Clock::now();
+    if (comm->rank() == exit_rank) ::_exit(0);
+    const bool ring = algo == "ring";
+    if (ring) comm->set_algo(Algo::ring);
+    if (!ring) comm->barrier();
+    const bool ok = allreduce_is_right(*comm, 1024) && allreduce_is_right(*comm, 256 * 1024);
+    const auto t2 = Clock::now();
+    int connections = -1;
+    if (stats) connections = dynamic_cast<TcpCommunicator&>(*comm).stats().connections;
+    auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    std::printf("probe rank %d connections %d sockets %d rendezvous_ms %.1f first_ms %.1f rss_kib %ld ok %d\n",
+                comm->rank(), connections, socket_fds(), ms(t1 - t0), ms(t2 - t1), rss_kib(), int(ok));
+    std::fflush(stdout);
+    if (!ok) return 4;
+    if (expect >= 0 && connections != expect) {
+      std::fprintf(stderr, "rank %d made %d TCP connections, expected %ld (its ring neighbours only)\n", comm->rank(),
+                   connections, expect);
+      return 5;
+    }
+    if (!ring) comm->barrier();
+  } catch (const CommError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 3;
+  }
+  return 0;
+}
