@@ -28,7 +28,7 @@ args=("$@")
 ((${#args[@]})) || args=(-R 'models_|training\.|gpt2|torch|bn\.|ddp\.equivalence|zero\.(equivalence|mixed)|fp16' -j2)
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 has() { [[ " $flags " == *" $1 "* ]]; }
-if [[ -z ${KERNELS:-} ]]; then
+if [[ -z ${KERNELS+set} ]]; then  # KERNELS="" runs no OpenBLAS kernel, only EXTRA_PATHS
   KERNELS="Prescott"
   has avx2 && has fma && KERNELS+=" Haswell"
   has avx512f && has avx512bw && has avx512vl && KERNELS+=" SkylakeX"
