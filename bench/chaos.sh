@@ -6,30 +6,34 @@
 # (bench/chaos_verdict.py): samples dealt once, lost steps, parameters bitwise a replay
 # of the same membership changes, no leftovers, every fault named in faults.log.
 #   bench/chaos.sh --seed N --minutes M --hosts H --strategy ddp|zero2 [--steps S]
-#                  [--batch-size B] [--neighbours K] [--work DIR] [--bin DIR]
-# STEPS x hosts x 2 x B must stay within one epoch of the MLP data set: the sample check
-# (check_samples.py) refuses a run that crosses an epoch.
+#                  [--batch-size B] [--neighbours K] [--save-every N] [--max-restarts R]
+#                  [--work DIR] [--bin DIR]
+# A run may span several epochs (the sample check covers each). --max-restarts (per
+# host's launcher) defaults to twice the schedule's faults, at least 4: a long run's kills
+# must not use up the budget.
 # Exit 0: verdict PASS; 1: FAIL; 2: bad arguments; 77: namespaces cannot be made.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-seed="" minutes=1 hosts=2 strategy=ddp steps=200 neighbours=2 batch=4 work="" bin=$here/../build/bin
-usage() { sed -n '8,11p' "$0" >&2; exit 2; }
+seed="" minutes=1 hosts=2 strategy=ddp steps=200 neighbours=2 batch=4 work="" bin=$here/../build/bin save_every=10 restarts=
+usage() { sed -n '8,13p' "$0" >&2; exit 2; }
 while (($#)); do
   case $1 in
     --seed) seed=$2;; --minutes) minutes=$2;; --hosts) hosts=$2;; --strategy) strategy=$2;;
     --steps) steps=$2;; --batch-size) batch=$2;; --neighbours) neighbours=$2;; --work) work=$2;; --bin) bin=$2;;
+    --save-every) save_every=$2;; --max-restarts) restarts=$2;;
     *) echo "chaos.sh: unknown argument '$1'" >&2; usage;;
   esac
   shift 2 || usage
 done
 seed=${seed:-$(date +%s)}
-[[ $seed =~ ^[0-9]+$ && $minutes =~ ^[0-9.]+$ && $hosts =~ ^[2-4]$ && $steps =~ ^[0-9]+$ && $batch =~ ^[1-9][0-9]*$ && $neighbours =~ ^[0-9]+$ ]] ||
-  { echo "chaos.sh: want --seed N, --minutes M, --hosts 2..4, --steps S, --neighbours K (numbers)" >&2; usage; }
+[[ $seed =~ ^[0-9]+$ && $minutes =~ ^[0-9.]+$ && $hosts =~ ^[2-4]$ && $steps =~ ^[0-9]+$ && $batch =~ ^[1-9][0-9]*$ && $neighbours =~ ^[0-9]+$ &&
+   $save_every =~ ^[1-9][0-9]*$ && $restarts =~ ^[0-9]*$ ]] ||
+  { echo "chaos.sh: want --seed N, --minutes M, --hosts 2..4, --steps S, --neighbours K, --save-every N, --max-restarts R (numbers)" >&2; usage; }
 case $strategy in ddp) zero=();; zero2) zero=(--zero 2 --elastic-snapshot-every 5);; *) echo "chaos.sh: --strategy ddp|zero2, got '$strategy'" >&2; usage;; esac
 [[ -x $bin/launch && -x $bin/train ]] || { echo "chaos.sh: no launch/train in $bin (build them or pass --bin)" >&2; exit 2; }
 seconds=$(awk -v m="$minutes" 'BEGIN { print m * 60 }')
 echo "chaos: seed=$seed minutes=$minutes hosts=$hosts strategy=$strategy steps=$steps"
-echo "  replay: bench/chaos.sh --seed $seed --minutes $minutes --hosts $hosts --strategy $strategy --steps $steps --batch-size $batch"
+echo "  replay: bench/chaos.sh --seed $seed --minutes $minutes --hosts $hosts --strategy $strategy --steps $steps --batch-size $batch --save-every $save_every${restarts:+ --max-restarts $restarts}"
 source "$here/cluster.sh"
 cluster_up "$hosts" "" || { rc=$?; ((rc == 77)) && echo "SKIP: emulated hosts unavailable"; exit $rc; }
 work=${work:-$(mktemp -d /tmp/chaos.XXXXXX)}
@@ -39,11 +43,13 @@ ls /dev/shm | sort > "$work/shm.before"
 timeout_s=5
 export COMM_JOB_TOKEN=chaos-$$-$seed-secret-token COMM_TIMEOUT_S=$timeout_s COMM_RENDEZVOUS_TIMEOUT_S=30
 export COMM_ELASTIC_SETTLE_S=2 OPENBLAS_NUM_THREADS=1
-args=(--backend tcp --algo ring --model mlp --optimizer adam --lr 1e-3 --lr-schedule constant --no-shuffle
+args=(--backend tcp --algo ring --model mlp --optimizer adam --lr 1e-3 --lr-schedule constant --no-shuffle --epochs 1000000
       --batch-size "$batch" --log-every 1 --max-eval-samples 64 "${zero[@]}")
 printf '%s\n' "${args[@]}" > "$work/train.args"
 echo "$steps" > "$work/steps"
 python3 "$here/chaos_schedule.py" --seed "$seed" --seconds "$seconds" --hosts "$hosts" --timeout $timeout_s > "$work/schedule"
+restarts=${restarts:-$(awk 'END { r = 2 * NR; print r < 4 ? 4 : r }' "$work/schedule")}
+echo "  max restarts per host: $restarts; checkpoint every $save_every steps"
 
 # CPU-bound neighbours, niced and bounded by the run's length (a shared node).
 nb=()
@@ -52,9 +58,9 @@ for ((i = 0; i < neighbours; i++)); do
 done
 launchers=()
 for ((i = 0; i < hosts; i++)); do
-  cluster_exec $i "$bin/launch" --elastic -n 1:2 --max-restarts 4 --nnodes "$hosts" --node-rank $i \
+  cluster_exec $i "$bin/launch" --elastic -n 1:2 --max-restarts "$restarts" --nnodes "$hosts" --node-rank $i \
     --rdzv-host "$(cluster_addr 0)" --master-port $((24000 + $$ % 20000)) "$bin/train" --elastic "${args[@]}" \
-    --steps "$steps" --save-every 10 --checkpoint-dir "$work/ck" --metrics-out "$work/m$i.jsonl" \
+    --steps "$steps" --save-every "$save_every" --checkpoint-dir "$work/ck" --metrics-out "$work/m$i.jsonl" \
     --debug-sample-log "$work/samples" > "$work/h$i.log" 2>&1 &
   launchers+=($!)
 done
@@ -75,8 +81,7 @@ alive() { kill -0 "${launchers[0]}" 2>/dev/null; }
 # this shell's children).
 job_procs() {  # PID ID for every live train process of this job
   local e p
-  # (bounded: an unbounded read of a /proc/PID/environ stalled the injector for good after
-  # a join_stop in three runs; with the timeouts it goes on)
+  # (bounded, so a process in an odd state cannot hold the injector up)
   for e in $(timeout 5 grep -lsxz "COMM_JOB_TOKEN=$COMM_JOB_TOKEN" /proc/[0-9]*/environ); do
     p=${e#/proc/}; p=${p%/environ}
     timeout 2 tr '\0' '\n' 2>/dev/null < "$e" | sed -n "s/^DPT_ELASTIC_ID=/$p /p"
@@ -105,10 +110,10 @@ while read -r -u 3 t kind target arg; do
     link) fault "link $target host$target down_for=$arg"; ip -n "$CLUSTER_TAG-h$target" link set eth0 down
           (sleep "$arg"; ip -n "$CLUSTER_TAG-h$target" link set eth0 up) &;;
     double) sig KILL double "${target%,*}" >/dev/null; sleep "$arg"; sig KILL double "${target#*,}" >/dev/null;;
-    ckpt_kill)  # the next checkpoint file written under ck/: kill while it is being written
-      touch "$work/.mark"
-      for _ in $(seq 1 300); do [[ -n $(find "$work/ck" -newer "$work/.mark" 2>/dev/null | head -1) ]] && break; sleep 0.02; done
-      sig KILL ckpt_kill "$target" >/dev/null;;
+    ckpt_kill)  # kill while a checkpoint's temporary file exists (chaos_ckpt_kill.py)
+      p=$(slot_pid "$target"); id=$(slot_id "$p")
+      if [[ -z $p || -z $id ]]; then fault "ckpt_kill $target - skipped:no-live-process"
+      else w=$(python3 "$here/chaos_ckpt_kill.py" "$work/ck" "$p" 20); fault "ckpt_kill $target $id pid=$p write=$w"; fi;;
     join_stop)  # stop one process, then kill another: its replacement joins during the stop
       p=$(sig STOP join_stop "$target" "cont_after=$arg") && later_cont "${p##*$'\n'}" "$arg"
       other=$(( (${target%.*} + 1) % hosts )).1
@@ -118,8 +123,8 @@ done 3< "$work/schedule"
 while alive; do record_ids; sleep 0.5; done
 rc=0
 wait "${launchers[0]}" || rc=$?
+wait_s=$(now)  # the job ends with host 0's launcher (it serves the store): faults due later are not due
 for p in "${launchers[@]:1}"; do wait "$p"; done
-wait_s=$(now)
 echo "$wait_s" > "$work/job.end"
 for p in "${nb[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null

@@ -4,7 +4,8 @@ and none passes on missing evidence:
   job       host 0's launcher exited 0 and the final line says steps=STEPS;
   samples   tests/train/elastic/check_samples.py over every process that ran (ran.ids,
             recorded from /proc during the run, not from the logs): each one's sample
-            log exists, every position of the epoch trained on exactly once; a process
+            log exists, every sample of every epoch dealt exactly once (the data set's
+            size from the job's log: each completed epoch dealt all of it); a process
             that did not reach STEPS is taken to have died in the step after its last;
   steps     lost_steps=0 under DDP (ZeRO: at most --elastic-snapshot-every per recovery),
             and every step 1..STEPS has a metrics line;
@@ -39,8 +40,13 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
     steps = int(open(f"{w}/steps").read())
     args = open(f"{w}/train.args").read().split()
     log = open(f"{w}/job.log", errors="replace").read()
+    # Rank 0's metrics: host 0's file until that process is lost, then the file of the
+    # host whose process became rank 0 (a long run moves it): all hosts', by time.
+    rows = [json.loads(l) for m in sorted(glob.glob(f"{w}/m[0-9]*.jsonl")) for l in open(m) if l.strip()]
+    with open(f"{w}/metrics.jsonl", "w") as f:
+        f.writelines(json.dumps(j) + "\n" for j in sorted(rows, key=lambda j: j.get("unix_time", 0)))
     events, ranges = [], {}
-    for line in open(f"{w}/m0.jsonl"):
+    for line in open(f"{w}/metrics.jsonl"):
         j = json.loads(line)
         if j.get("event") == "membership": events.append(j)
         if "sample_begin" in j: ranges[j["step"]] = j
@@ -54,7 +60,7 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
     ids = sorted(set(open(f"{w}/ran.ids").read().split()))
     if not ids: fail("samples", "ran.ids is empty: no process was seen running")
     killed = []
-    metrics, prefix = f"{w}/m0.jsonl", f"{w}/samples"
+    metrics, prefix = f"{w}/metrics.jsonl", f"{w}/samples"
     if "--zero" in args:
         # ZeRO rolls back to the last snapshot on a loss and trains the lost steps again:
         # a later line for a step supersedes the earlier ones (their effect was
@@ -74,13 +80,12 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
                     rows = [r for r in rows if int(r.split()[0]) < st]
                 rows.append(l)
             # A lost process's steps after the one the group rolled back to were discarded.
-            for e in events:
-                if i in e.get("lost", []):
-                    rows = [r for r in rows if int(r.split()[0]) <= e["resumed_after_step"]]
-                    break
+            lost_in = next((e for e in events if i in e.get("lost", [])), None)
+            if lost_in is not None:
+                rows = [r for r in rows if int(r.split()[0]) <= lost_in["resumed_after_step"]]
             open(f"{prefix}.{i}", "w").writelines(rows)
         keep = {}
-        for l in open(f"{w}/m0.jsonl"):
+        for l in open(f"{w}/metrics.jsonl"):
             j = json.loads(l)
             keep[(j.get("step"), "sample_begin" in j) if "event" not in j else ("ev", len(keep))] = l
         metrics = f"{w}/effective/m0.jsonl"
@@ -100,6 +105,9 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
     cmd = [sys.executable, CHECK_SAMPLES, metrics, prefix, str(steps), "--ids", ",".join(logged)]
     for k in killed: cmd += ["--killed", k]
     for e in events: cmd += ["--adopted", str(e["resumed_after_step"])]
+    size = re.search(r"\| dataset +\| \S+ \((\d+) samples", log)
+    if size: cmd += ["--epoch-size", size.group(1)]
+    else: fail("samples", "the job's log names no data set size (the '| dataset' line of train's table)")
     if run(cmd, f"{w}/verdict.samples.log"):
         fail("samples", open(f"{w}/verdict.samples.log").read().strip().splitlines()[0])
     # ---- steps ----
@@ -168,7 +176,7 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
         fail("faults", "a join_stop's kill of another process is not named in faults.log")
     lost_ids = {i for e in events for i in e.get("lost", [])}
     for f in injected:
-        if len(f) < 4 or f[3] == "-": continue
+        if len(f) < 4 or f[3] == "-" or f[-1] == "write=gone": continue  # gone before the kill: not killed
         kind, ident = f[1], f[3]
         if kind in ("kill", "double", "ckpt_kill", "join_stop_kill") and f"({ident}) killed by signal 9" not in log and ident not in lost_ids:
             fail("faults", f"killed process {ident} ({kind} at {f[0]} s) is named nowhere in the job's log")
@@ -178,6 +186,9 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
         rec = sorted(e["recovery_s"] for e in events if "recovery_s" in e)
         print(f"faults by kind: {dict(sorted(kinds.items()))} ({len(injected)} in all)")
         print(f"recoveries: {len(events)} (membership changes), lost steps: {lost}")
+        ck = [f[5] for f in injected if f[1] == "ckpt_kill" and len(f) > 5]
+        if ck: print(f"kills at a checkpoint write: {sum(c.startswith('write=inside=') for c in ck)} of {len(ck)} sent "
+                     f"while a checkpoint's temporary file existed (seen before and after the kill): {ck[:3]}")
         if rec: print(f"recovery time s: min {rec[0]:.2f} median {statistics.median(rec):.2f} max {rec[-1]:.2f}")
         print(f"processes that ran: {len(ids)} ({len(unlogged)} failed before completing a step: {unlogged}); final: {final.group(0)[:60] + '...' if final else 'none'}")
         for part, msgs in fails.items():

@@ -25,12 +25,20 @@
 //   activations the bytes held in HostFloats (models/huge_pages.h) at their peak minus
 //               the model states: every layer's kept outputs, its backward buffers, the
 //               logits and their gradient, measured, not estimated.
+//   cpu         the same phases in process CPU time (CLOCK_PROCESS_CPUTIME_ID): with
+//               OPENBLAS_NUM_THREADS=1 (GEMMs and loops on one thread) a loaded machine
+//               stretches wall time but barely the CPU time, so cpu_tokens_per_s is the
+//               figure to compare across runs there.
+//   in-step GEMM every sgemm() of the timed steps timed where it runs (GemmClockScope),
+//               bf16 operand conversions included: step_gemm_gflops (wall) and
+//               step_gemm_cpu_gflops, and the CPU time outside them ("non-GEMM").
 // Prints one "key=value" line (parsed by gpt2_speed.sh) after a phase table.
 #include <sys/resource.h>
 
 #include <boost/program_options.hpp>
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <iostream>
 #include <algorithm>
@@ -52,6 +60,14 @@
 
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;
+
+namespace {
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string size = "124M";
@@ -118,23 +134,44 @@ int main(int argc, char** argv) {
     }
     std::vector<double> ratios;  // sgemm round time / step time, per timed step
     double t_zero = 0, t_fwd = 0, t_loss = 0, t_bwd = 0, t_opt = 0, total = 0, best = 0;
+    double c_zero = 0, c_fwd = 0, c_loss = 0, c_bwd = 0, c_opt = 0, c_total = 0;
+    dpt::GemmClock in_step;  // the timed steps' GEMMs
     for (int64_t s = 0; s < warmup + steps; ++s) {
       const dpt::Batch b = make_batch();
+      dpt::GemmClock step_gemms;
       const auto t0 = Clock::now();
+      const double c0 = process_cpu_seconds();
       model->zero_grad();
       const auto t1 = Clock::now();
-      model->forward(dpt::model_input(b), true);
+      const double c1 = process_cpu_seconds();
+      float loss = 0;
+      {
+        const dpt::GemmClockScope timed(step_gemms);
+        model->forward(dpt::model_input(b), true);
+      }
       const auto t2 = Clock::now();
-      const float loss = model->loss(dpt::model_target(b));
+      const double c2 = process_cpu_seconds();
+      loss = model->loss(dpt::model_target(b));
       const auto t3 = Clock::now();
-      model->backward();
+      const double c3 = process_cpu_seconds();
+      {
+        const dpt::GemmClockScope timed(step_gemms);
+        model->backward();
+      }
       const auto t4 = Clock::now();
+      const double c4 = process_cpu_seconds();
       adam->step(model->flat_params(), model->flat_grads(), lr);
       const auto t5 = Clock::now();
+      const double c5 = process_cpu_seconds();
       auto sec = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-      std::fprintf(stderr, "step %lld loss %.4f %.3f s\n", (long long)s, loss, sec(t0, t5));
+      std::fprintf(stderr, "step %lld loss %.4f %.3f s (cpu %.3f s, GEMMs %.3f s)\n", (long long)s, loss,
+                   sec(t0, t5), c5 - c0, step_gemms.wall_seconds);
       if (s < warmup) continue;
       t_zero += sec(t0, t1), t_fwd += sec(t1, t2), t_loss += sec(t2, t3), t_bwd += sec(t3, t4), t_opt += sec(t4, t5);
+      c_zero += c1 - c0, c_fwd += c2 - c1, c_loss += c3 - c2, c_bwd += c4 - c3, c_opt += c5 - c4;
+      c_total += c5 - c0;
+      in_step.wall_seconds += step_gemms.wall_seconds, in_step.cpu_seconds += step_gemms.cpu_seconds;
+      in_step.flops += step_gemms.flops, in_step.calls += step_gemms.calls;
       total += sec(t0, t5);
       if (best == 0 || sec(t0, t5) < best) best = sec(t0, t5);
       if (measure_gemm) {
@@ -156,6 +193,14 @@ int main(int argc, char** argv) {
     const double achieved = gemm_flops / step_s / 1e9;
     std::printf("phase ms/step: zero_grad %.1f | forward %.1f | loss %.1f | backward %.1f | adam %.1f | total %.1f\n",
                 1e3 * t_zero / n, 1e3 * t_fwd / n, 1e3 * t_loss / n, 1e3 * t_bwd / n, 1e3 * t_opt / n, 1e3 * step_s);
+    std::printf("phase cpu ms/step: zero_grad %.1f | forward %.1f | loss %.1f | backward %.1f | adam %.1f | total "
+                "%.1f | of which GEMMs %.1f (%lld calls), non-GEMM forward+backward %.1f\n",
+                1e3 * c_zero / n, 1e3 * c_fwd / n, 1e3 * c_loss / n, 1e3 * c_bwd / n, 1e3 * c_opt / n,
+                1e3 * c_total / n, 1e3 * in_step.cpu_seconds / n, (long long)(double(in_step.calls) / n),
+                1e3 * (c_fwd + c_bwd - in_step.cpu_seconds) / n);
+    const double cpu_tokens_per_s = double(batch * seq) / (c_total / n);
+    const double gemm_gflops = in_step.wall_seconds > 0 ? in_step.flops / in_step.wall_seconds / 1e9 : 0.0;
+    const double gemm_cpu_gflops = in_step.cpu_seconds > 0 ? in_step.flops / in_step.cpu_seconds / 1e9 : 0.0;
     const double best_achieved = gemm_flops / best / 1e9;
     const double states = 16.0 * double(model->num_params());
     const double held_peak = double(dpt::host_floats_bytes().peak);
@@ -163,11 +208,13 @@ int main(int argc, char** argv) {
                 states / 1048576, (held_peak - states) / 1048576, held_peak / 1048576, double(ru.ru_maxrss) / 1024.0);
     std::printf("result size=%s params=%zu batch=%lld seq=%lld tokens_per_s=%.1f best_tokens_per_s=%.1f step_ms=%.1f "
                 "gemm_gflop_per_step=%.2f achieved_gflops=%.2f best_achieved_gflops=%.2f sgemm_gflops=%.2f "
-                "gemm_ratio=%.3f best_gemm_ratio=%.3f peak_rss_mb=%.0f states_mb=%.0f activations_mb=%.0f\n",
+                "gemm_ratio=%.3f best_gemm_ratio=%.3f peak_rss_mb=%.0f states_mb=%.0f activations_mb=%.0f "
+                "cpu_tokens_per_s=%.1f step_gemm_gflops=%.2f step_gemm_cpu_gflops=%.2f\n",
                 size.c_str(), model->num_params(), (long long)batch, (long long)seq, tokens_per_s,
                 double(batch * seq) / best, 1e3 * step_s, gemm_flops / 1e9, achieved, best_achieved, sgemm_gflops,
                 gemm_ratio, sgemm_gflops > 0 ? best_achieved / sgemm_gflops : 0.0,
-                double(ru.ru_maxrss) / 1024.0, states / 1048576, (held_peak - states) / 1048576);
+                double(ru.ru_maxrss) / 1024.0, states / 1048576, (held_peak - states) / 1048576, cpu_tokens_per_s,
+                gemm_gflops, gemm_cpu_gflops);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "gpt2_step: error: " << e.what() << "\n";

@@ -5,6 +5,13 @@
 # sockets only, and summarises the ranks' lines (barrier, 4 KiB and 1 MiB allreduce
 # checked exactly on every rank).
 #
+# The store's own part of the build, from the ranks' milestones (tcp::Mesh; ms, one
+# host's clock): publish_max, the slowest rank's store connect + first requests (waits
+# for rank 0's server if it starts late); store_rdzv, from the last rank's publication
+# until every rank has met (rendezvous, job id); digests_max, the slowest rank's read of
+# every rank's host; store_all, from the last publication until every rank has read
+# them. A build without them shows "-".
+#
 #   bench/tcp_connections.sh [-p "64 256 512"] [-r ROUNDS] BIN_DIR...
 #
 # BIN_DIR holds launch and tcp_connections_probe (and ../lib); several BIN_DIRs run
@@ -30,7 +37,8 @@ done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 [[ -n ${KEEP_LOG:-} ]] && trap - EXIT && echo "logs in $out"
-printf '%-28s %5s %6s %10s %9s %9s %8s %8s %9s %6s\n' build ranks wall_s conn/rank sock/rank rdzv_max first_max rss_MiB ok_ranks rc
+printf '%-28s %5s %6s %10s %9s %9s %8s %8s %9s %6s %11s %10s %11s %9s\n' build ranks wall_s conn/rank sock/rank rdzv_max first_max rss_MiB ok_ranks rc \
+  publish_max store_rdzv digests_max store_all
 for p in $ranks; do
   for ((i = 0; i < rounds; i++)); do
     for d in "$@"; do
@@ -44,9 +52,14 @@ for p in $ranks; do
       # Rank 0 also holds the store server's sockets: the socket column skips it.
       awk -v b="$d" -v p="$p" -v w="$(echo "$t1 - $t0" | bc)" -v rc="$rc" '
         / probe rank / { n++; c += $7; if ($5 != 0) { s += $9; ns++ }
-                         if ($11 > rz) rz = $11; if ($13 > fm) fm = $13; rss += $15; ok += $17 }
-        END { printf "%-28s %5d %6.1f %10.1f %9.1f %9.0f %8.0f %8.1f %5d/%-3d %6d\n", b, p, w,
-                     n ? c / n : 0, ns ? s / ns : 0, rz, fm, n ? rss / n / 1024 : 0, ok, p, rc }' "$out/log"
+                         if ($11 > rz) rz = $11; if ($13 > fm) fm = $13; rss += $15; ok += $17
+                         if ($18 == "arrived_at" && $19 > 0) { nt++
+                           if ($21 - $19 > cm) cm = $21 - $19; if ($21 > pu) pu = $21; if ($23 > jo) jo = $23
+                           if ($25 > ed) ed = $25; if ($25 - $23 > dg) dg = $25 - $23 } }
+        END { printf "%-28s %5d %6.1f %10.1f %9.1f %9.0f %8.0f %8.1f %5d/%-3d %6d", b, p, w,
+                     n ? c / n : 0, ns ? s / ns : 0, rz, fm, n ? rss / n / 1024 : 0, ok, p, rc
+              if (nt == n && n > 0) printf " %11.1f %10.1f %11.1f %9.1f\n", cm, jo - pu, dg, ed - pu
+              else printf " %11s %10s %11s %9s\n", "-", "-", "-", "-" }' "$out/log"
       [[ $rc -eq 0 ]] || grep -m3 -iE "error|timed out|ETIMEDOUT" "$out/log" | cut -c1-300 || true
     done
   done

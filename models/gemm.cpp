@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <vector>
 
 #include "models/cuda/gpu_ops.h"
@@ -12,7 +13,26 @@ namespace dpt {
 namespace {
 thread_local GemmRecorder* t_recorder = nullptr;
 thread_local GemmPrecision t_precision = GemmPrecision::f32;
+thread_local GemmClock* t_clock = nullptr;
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
+
+void sgemm_untimed(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                   const float* b, int ldb, float beta, float* c, int ldc) {
+  const bool bf16 = t_precision == GemmPrecision::bf16 && bf16_gemm_native();
+  if (t_recorder)
+    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16});
+  if (bf16) return gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  sgemm_with(gemm_engine(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+}  // namespace
+
+GemmClockScope::GemmClockScope(GemmClock& c) : previous_(t_clock) { t_clock = &c; }
+GemmClockScope::~GemmClockScope() { t_clock = previous_; }
 
 const char* gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::bf16 ? "bf16" : "fp32"; }
 
@@ -22,11 +42,15 @@ GemmPrecisionScope::~GemmPrecisionScope() { t_precision = previous_; }
 
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
            int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  const bool bf16 = t_precision == GemmPrecision::bf16 && bf16_gemm_native();
-  if (t_recorder)
-    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16});
-  if (bf16) return gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  sgemm_with(gemm_engine(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (!t_clock) return sgemm_untimed(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  GemmClock& clock = *t_clock;
+  const auto w0 = std::chrono::steady_clock::now();
+  const double c0 = thread_cpu_seconds();
+  sgemm_untimed(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  clock.cpu_seconds += thread_cpu_seconds() - c0;
+  clock.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  clock.flops += 2.0 * m * n * k;
+  ++clock.calls;
 }
 
 void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

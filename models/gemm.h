@@ -102,6 +102,25 @@ class GemmRecorder {
   std::map<GemmShape, int64_t> calls_;
 };
 
+// Time spent in sgemm() on this thread while a GemmClockScope is installed (benchmarks:
+// the GEMMs' own rate inside a training step, their operand conversions included). CPU time
+// is the calling thread's (CLOCK_THREAD_CPUTIME_ID): the whole product on one BLAS thread,
+// and on a loaded machine far steadier than wall time; with more threads it misses theirs.
+struct GemmClock {
+  double wall_seconds = 0, cpu_seconds = 0, flops = 0;
+  int64_t calls = 0;
+};
+class GemmClockScope {
+ public:
+  explicit GemmClockScope(GemmClock& c);
+  ~GemmClockScope();
+  GemmClockScope(const GemmClockScope&) = delete;
+  GemmClockScope& operator=(const GemmClockScope&) = delete;
+
+ private:
+  GemmClock* previous_;
+};
+
 // Records s on this thread's recorder, if one is installed: for products that run outside
 // sgemm (oneDNN's convolutions record the im2col GEMMs they stand for).
 void record_gemm(const GemmShape& s);

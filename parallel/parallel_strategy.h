@@ -122,7 +122,7 @@ class ParallelStrategy {
   // by rank 0; ZeRO: one shard file per rank), and reads it back from whatever a
   // checkpoint of any world size and stage holds.
   virtual void save_optimizer_state(const std::string& model_path) = 0;
-  void load_optimizer_state(const std::string& model_path);
+  virtual void load_optimizer_state(const std::string& model_path);
   virtual OptimizerRange optimizer_range() const = 0;
 
   // ---- elastic re-forming (docs/elastic.md) ----

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
         std::printf("elastic: the job finished before this process could join\n");
         return 0;
       }
-      comm = elastic->make_comm(elastic->membership);
+      comm = std::move(elastic->comm);
       o.cfg.elastic_join = elastic->joining;
       o.cfg.elastic = true;
     } else {

@@ -66,8 +66,11 @@ int64_t DistTrainer::sync_state(bool have_state, const TrainCallbacks& cb) {
     if (latest.empty() || !load_latest_checkpoint())
       throw ElasticError(std::string(e.what()) + ", and there is no checkpoint to fall back to (--checkpoint-dir)");
     strategy_->broadcast_parameters();
-    if (cb.on_event)
-      cb.on_event(std::string("elastic: ") + e.what() + ": falling back to the checkpoint of step " + std::to_string(step_));
+    if (cb.on_event) {
+      std::string why = e.what();  // ElasticError's texts mostly start with the prefix already
+      if (why.rfind("elastic: ", 0) != 0) why = "elastic: " + why;
+      cb.on_event(why + ": falling back to the checkpoint of step " + std::to_string(step_));
+    }
     elastic_snapshot();
     return newest - step_;
   }

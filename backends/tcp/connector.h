@@ -14,7 +14,14 @@
 //               pair never gets two connections.
 //   sink      - where connections and dial failures go (the engine's adopt()); never
 //               called once stop() has returned.
+//   watch     - a lower rank this rank waits for (an op is posted for it, no connection
+//               yet): a prober thread probes its listener every second
+//               (liveness_probe.h); refused for kGoneAfter on end, it is gone, and the
+//               sink gets a failure naming it, so the wait ends within seconds instead of
+//               at the op timeout (a ring's other neighbour may notice nothing: a
+//               point-to-point receive, or a tree, waits on that rank alone).
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,12 +47,15 @@ class Connector {
 
   void start(Sink sink);            // starts accepting
   void dial(int peer, Millis timeout);  // asynchronous; any thread
-  void stop();                      // stops accepting; later dial() calls do nothing
+  void watch(int peer);                 // asynchronous; any thread; lower ranks
+  void stop();                      // stops accepting and probing; later dial() calls do nothing
 
  private:
   struct State;
+  static void probe_watched(State& st);
   std::shared_ptr<State> state_;  // shared with the dial threads (they may outlive us)
   std::thread acceptor_;
+  std::thread prober_;  // started by the first watch()
 };
 
 }  // namespace dpt::tcp

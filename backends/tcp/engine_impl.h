@@ -111,6 +111,7 @@ struct Peer {
   // On demand (connector.h): no connection yet; ops queue until adopt() brings one.
   bool unconnected = false;
   bool dial_asked = false;  // this (lower) rank asked the connector to dial it
+  bool watch_asked = false; // this (higher) rank asked the connector to watch it
 };
 
 // A connection (or a failed dial) handed over by the connector, taken with the inbox.

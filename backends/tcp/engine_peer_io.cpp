@@ -28,6 +28,10 @@ void ProgressEngine::Impl::route(const OpPtr& op) {
     p.dial_asked = true;  // the lower rank dials (connector.h)
     cfg.dial(p.rank, Millis(op->timeout_ms));
   }
+  if (p.unconnected && !p.watch_asked && p.rank < cfg.rank && cfg.watch && !shutting_down) {
+    p.watch_asked = true;  // it dials us; meanwhile make sure it still lives
+    cfg.watch(p.rank);
+  }
   if (op->is_send) {
     if (p.state != PeerState::open || p.goodbye_queued || (!p.sock.valid() && !p.unconnected)) return fail_departed(op);
     encode_header(FrameHeader{FrameType::data, op->tag, op->bytes}, op->header);

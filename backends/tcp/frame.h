@@ -31,6 +31,9 @@ namespace dpt::tcp {
 
 inline constexpr uint32_t kFrameMagic = 0x46545044;  // "DPTF" little-endian
 inline constexpr uint32_t kHelloMagic = 0x48545044;  // "DPTH"
+// A liveness probe (liveness_probe.h): 4 bytes, then the prober closes. The listener
+// drops it without a warning (it is not a stray client).
+inline constexpr uint32_t kProbeMagic = 0x50545044;  // "DPTP"
 inline constexpr uint16_t kProtocolVersion = 2;  // 2: hello carries a nonce, proofs follow
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr size_t kHelloBytes = 64;

@@ -1,8 +1,11 @@
 #include "backends/tcp/mesh.h"
 
 #include <poll.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <cerrno>
 #include <exception>
@@ -82,8 +85,24 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
     std::vector<pollfd> fds;
     fds.push_back({listener.sock.fd(), POLLIN, 0});
     for (auto& p : pending) fds.push_back({p.sock.fd(), POLLIN, 0});
-    int rc = ::poll(fds.data(), fds.size(), 100);
+    const size_t polled = pending.size();  // fds[1..polled]; connections accepted below come after
+    int wait_ms = 100;
+    if (hooks.wake_fd >= 0) {
+      // Asleep until something happens: a pending connection's 10 s limit is checked
+      // each second, the deadline when it comes.
+      wait_ms = pending.empty() ? -1 : 1000;
+      if (deadline != Clock::time_point::max()) {
+        const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count() + 1;
+        wait_ms = int(wait_ms < 0 ? std::min<int64_t>(left, INT32_MAX) : std::min<int64_t>(left, wait_ms));
+      }
+      fds.push_back({hooks.wake_fd, POLLIN, 0});
+    }
+    int rc = ::poll(fds.data(), fds.size(), wait_ms);
     if (rc < 0 && errno != EINTR) throw net::SocketError("poll: " + net::errno_string(errno), errno);
+    if (rc > 0 && hooks.wake_fd >= 0 && (fds.back().revents & POLLIN)) {
+      uint64_t drained = 0;
+      (void)!::read(hooks.wake_fd, &drained, sizeof drained);
+    }
     if (rc > 0 && (fds[0].revents & POLLIN)) {
       for (;;) {
         net::Endpoint from;
@@ -101,9 +120,9 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
         pending.push_back(std::move(p));
       }
     }
-    for (size_t i = 0; i < pending.size() && rc > 0; ++i) {
+    for (size_t i = 0; i < polled && rc > 0; ++i) {
       Pending& p = pending[i];
-      if (i + 1 >= fds.size() || !fds[i + 1].revents || !p.sock.valid()) continue;
+      if (!fds[i + 1].revents || !p.sock.valid()) continue;
       const size_t want = p.transcript.empty() ? kHelloBytes : kHelloBytes + kProofBytes;
       ssize_t r = ::recv(p.sock.fd(), p.in + p.got, want - p.got, 0);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR && errno != EWOULDBLOCK)) {
@@ -112,6 +131,10 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
       }
       if (r < 0) continue;
       p.got += static_cast<size_t>(r);
+      if (p.got >= 4 && p.transcript.empty() && wire::load_u32(p.in) == kProbeMagic) {
+        p.sock.close();  // a rank checking that this process lives (liveness_probe.h)
+        continue;
+      }
       if (p.got < want) {
         // Reject garbage as soon as its first bytes show it is not a hello.
         if (p.got >= 4 && wire::load_u32(p.in) != kHelloMagic) reject(p, "not a dpt hello (bad magic)");
@@ -233,16 +256,24 @@ Mesh build_mesh(Store& store, const MeshConfig& cfg) {
   } catch (const net::SocketError& e) {
     throw UsageError(ctx, std::string(e.what()) + " (set COMM_TCP_ADDR or COMM_TCP_IFNAME to a local address)");
   }
+  auto wall_ms = [] {
+    return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  mesh.arrived_at_ms = wall_ms();
   if (cfg.rank == 0) store.set(cfg.prefix + "/job", std::to_string(random_job_id()));
   store.set(cfg.prefix + "/addr/" + std::to_string(cfg.rank),
             listener.bound.host() + " " + std::to_string(listener.port()));
+  if (cfg.publish_more) cfg.publish_more();
+  mesh.published_at_ms = wall_ms();
   rendezvous(store, cfg.prefix, cfg.rank, cfg.world, cfg.timeout, cfg.ctx);
   auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
   mesh.job_id = std::stoull(store.get(cfg.prefix + "/job", std::max(left, Millis(1))));
+  mesh.joined_at_ms = wall_ms();
 
   MeshConfig c = cfg;
   c.ctx = ctx;
   if (cfg.decide_eager) c.eager = cfg.decide_eager();
+  mesh.eager_decided_at_ms = wall_ms();
   std::exception_ptr accept_error;
   std::atomic<bool> stop{false};  // connecting failed: the acceptor need not wait on
   int expected = 0;               // eager lower ranks still to connect

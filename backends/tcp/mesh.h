@@ -44,6 +44,9 @@ struct MeshConfig {
   // When set: called once every rank's address is published, and sets `eager` (it may
   // read the store: e.g. every rank's host).
   std::function<std::vector<bool>()> decide_eager;
+  // When set: called once this rank's address is published, before it joins the
+  // rendezvous, to publish more (every rank's is there once the rendezvous completes).
+  std::function<void()> publish_more;
 };
 
 struct Mesh {
@@ -51,6 +54,11 @@ struct Mesh {
   uint64_t job_id = 0;
   int64_t rejected_connections = 0;  // stray connections dropped during the build
   net::Listener listener;            // still open: later connections arrive here
+  // Wall-clock milestones of the store part (ms since the epoch, comparable across the
+  // ranks of one host; bench/tcp_connections.sh): this rank begins to publish (its store
+  // client connects on that first request), has published its address, has met every
+  // rank (rendezvous and job id read), and has decided its eager peers.
+  double arrived_at_ms = 0, published_at_ms = 0, joined_at_ms = 0, eager_decided_at_ms = 0;
 };
 
 // Collective over all ranks of the store's job. Throws TimeoutError (naming missing or
@@ -61,10 +69,14 @@ Mesh build_mesh(Store& store, const MeshConfig& cfg);
 // Accepting lower ranks' connections on `listener` (handshake of frame.h) until done()
 // or `deadline` (then TimeoutError naming the ranks still missing by connected()).
 // deliver() gets each authenticated connection (blocking socket, tuned).
+// wake_fd: an eventfd that becomes readable when done() may have turned true; with it
+// the loop sleeps until a connection, that event or the deadline (without it, it looks
+// at done() every 100 ms).
 struct AcceptHooks {
   std::function<bool(int rank)> connected;
   std::function<void(int rank, net::Socket)> deliver;
   std::function<bool()> done;
+  int wake_fd = -1;
   int64_t rejected = 0;
 };
 void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t job_id, AcceptHooks& hooks,

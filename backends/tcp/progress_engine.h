@@ -75,6 +75,9 @@ struct EngineConfig {
   // `peer`, which arrives later through adopt(). Null: peers without a connection at
   // construction are broken (a full mesh was expected).
   std::function<void(int peer, Millis timeout)> dial;
+  // Called once for a lower rank `peer` an op waits for before it has connected: the
+  // connector probes whether it still lives (connector.h, "watch"). Null: not watched.
+  std::function<void(int peer)> watch;
 };
 
 class ProgressEngine {

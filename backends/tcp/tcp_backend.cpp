@@ -43,13 +43,40 @@ struct MeetIn {
   ErrorContext ctx;
 };
 
-// Every rank's host_id_digest, through the store ("<prefix>/hostid/<r>").
-static std::vector<uint64_t> exchange_host_digests(Store& store, const MeetIn& m) {
+// Every rank's host_id_digest, through the store: each rank publishes its own
+// ("<prefix>/hostid/<r>") before it joins the rendezvous; once all have joined, rank 0
+// reads them and publishes the whole list as one key ("<prefix>/hostids"), which every
+// other rank reads with one request. The store then serves about 3P requests, where each
+// rank reading every key took P(P-1) (bench/tcp_connections.sh: digests_max).
+static void publish_host_digest(Store& store, const MeetIn& m) {
   store.set(m.prefix + "/hostid/" + std::to_string(m.rank), std::to_string(host_id_digest(local_host_id())));
+}
+
+static std::vector<uint64_t> gather_host_digests(Store& store, const MeetIn& m) {
   std::vector<uint64_t> out(size_t(m.world));
-  for (int r = 0; r < m.world; ++r)
-    out[size_t(r)] = r == m.rank ? host_id_digest(local_host_id())
-                                 : std::stoull(store.get(m.prefix + "/hostid/" + std::to_string(r), m.timeout));
+  if (m.rank == 0) {
+    std::string all;
+    for (int r = 0; r < m.world; ++r) {
+      const std::string v = r == 0 ? std::to_string(host_id_digest(local_host_id()))
+                                   : store.get(m.prefix + "/hostid/" + std::to_string(r), m.timeout);
+      out[size_t(r)] = std::stoull(v);
+      all += (r ? " " : "") + v;
+    }
+    store.set(m.prefix + "/hostids", all);
+    return out;
+  }
+  const std::string all = store.get(m.prefix + "/hostids", m.timeout);
+  size_t at = 0;
+  for (int r = 0; r < m.world; ++r) {
+    size_t used = 0;
+    try {
+      out[size_t(r)] = std::stoull(all.substr(at), &used);
+    } catch (const std::exception&) {
+      throw MismatchError(m.ctx, "the store's host list (" + m.prefix + "/hostids) has no digest for rank " +
+                                     std::to_string(r) + ": another version of dpt on rank 0?");
+    }
+    at += used;
+  }
   return out;
 }
 
@@ -77,8 +104,9 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   // Read once every address is published (a rank still starting must find ours).
   std::vector<uint64_t> hosts;
   const bool shm_on = env::get_bool(kTcpShmEnv);
+  cfg.publish_more = [&] { publish_host_digest(*store, m); };  // rank 0 reads it after the rendezvous
   cfg.decide_eager = [&] {
-    hosts = exchange_host_digests(*store, m);
+    hosts = gather_host_digests(*store, m);
     std::vector<bool> eager(size_t(m.world));
     for (int r = 0; r < m.world; ++r) eager[size_t(r)] = shm_on && hosts[size_t(r)] == hosts[size_t(m.rank)];
     return eager;
@@ -126,12 +154,15 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
   tcp::MeshConfig later = cfg;
   later.decide_eager = nullptr;
+  later.publish_more = nullptr;
   later.ctx.op = "connect";
   auto connector = std::make_unique<tcp::Connector>(store, later, mesh.job_id, std::move(mesh.listener), mesh.peers);
   auto comm = std::make_unique<TcpCommunicator>(m.rank, m.world, options, std::move(mesh.peers), std::move(store),
                                                 std::move(server), std::move(channels), std::move(coll_arena),
                                                 std::move(connector));
   comm->set_host_digests(hosts);
+  // (mesh's sockets and listener moved on; its milestones are still there)
+  comm->set_build_times({mesh.arrived_at_ms, mesh.published_at_ms, mesh.joined_at_ms, mesh.eager_decided_at_ms});
   return comm;
 }
 

@@ -33,6 +33,7 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
   // Context is built from rank/size/backend, never from the (changing) options.
   cfg.context = [rank, size](const std::string& op, int peer) { return ErrorContext{rank, size, "tcp", op, peer, -1}; };
   if (connector_) cfg.dial = [c = connector_.get()](int peer, Millis timeout) { c->dial(peer, timeout); };
+  if (connector_) cfg.watch = [c = connector_.get()](int peer) { c->watch(peer); };
   try {
     engine_ = std::make_unique<tcp::ProgressEngine>(std::move(cfg), std::move(sockets), std::move(shm));
     if (connector_)

@@ -31,6 +31,13 @@ class TcpCommunicator : public Communicator {
   std::string backend_name() const override { return "tcp"; }
   tcp::ProgressEngine::Stats stats() const { return engine_->stats(); }
   bool has_shm_arena() const { return shm_coll_ != nullptr; }
+  // The store part of building: tcp::Mesh's wall-clock milestones (ms since the epoch;
+  // tests/backends/tcp_connections_probe.cpp, bench/tcp_connections.sh).
+  struct BuildTimes {
+    double arrived_at_ms = 0, published_at_ms = 0, joined_at_ms = 0, eager_decided_at_ms = 0;
+  };
+  void set_build_times(const BuildTimes& t) { build_times_ = t; }
+  const BuildTimes& build_times() const { return build_times_; }
   // The thread running one of our algorithms drives the engine (progress_engine.h).
   void algorithm_begins() override;
   void algorithm_ends() override;
@@ -49,6 +56,7 @@ class TcpCommunicator : public Communicator {
   std::unique_ptr<tcp::Connector> connector_;  // stopped before the engine goes
   std::unique_ptr<tcp::ProgressEngine> engine_;
   std::unique_ptr<tcp::ShmCollectives> shm_coll_;  // one collective at a time (Communicator)
+  BuildTimes build_times_;
 };
 
 // Knobs of this backend that are not in the lead's env.h constants.

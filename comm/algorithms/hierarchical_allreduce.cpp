@@ -52,7 +52,7 @@ static void run(Communicator& c, const CollArgs& a) {
 extern const Algorithm hierarchical_allreduce;
 const Algorithm hierarchical_allreduce{
     "hierarchical", CollKind::allreduce, run,
-    [](const AutoInput& in) { return in.hosts > 1 && in.local_size > 1 && !in.host_contiguous && in.bytes >= in.max_bytes; },
+    hierarchy_pays,
     {"COMM_HIERARCHICAL_MIN_BYTES", 64 * 1024,
      "auto selector: on several hosts with several ranks each, numbered other than in blocks, allreduce messages of at least this many bytes run "
      "hierarchically (reduce-scatter within hosts, allreduce across them, allgather within)"}};

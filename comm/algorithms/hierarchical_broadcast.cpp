@@ -50,7 +50,7 @@ static void run(Communicator& c, const CollArgs& a) {
 extern const Algorithm hierarchical_broadcast;
 const Algorithm hierarchical_broadcast{
     "hierarchical", CollKind::broadcast, run,
-    [](const AutoInput& in) { return in.hosts > 1 && in.local_size > 1 && !in.host_contiguous && in.bytes >= in.max_bytes; },
+    hierarchy_pays,
     {"COMM_HIERARCHICAL_BCAST_MIN_BYTES", 64 * 1024,
      "auto selector: on several hosts with several ranks each, numbered other than in blocks, broadcasts of at least this many bytes cross the network "
      "once per host (a tree over one leader per host, then a tree in each host)"}};

@@ -9,7 +9,8 @@ namespace dpt::algo {
 // each collective, `auto` takes the first listed whose auto_picks accepts: on 2 ranks
 // recursive doubling up to its threshold (COMM_RD_MAX_BYTES); on several hosts with
 // several ranks each, the hierarchical algorithm from its threshold
-// (COMM_HIERARCHICAL_MIN_BYTES); else the tree up to its own (COMM_TREE_MAX_BYTES), else
+// (COMM_HIERARCHICAL_MIN_BYTES; reduce-scatter, allgather and broadcast have their own);
+// else the tree up to its own (COMM_TREE_MAX_BYTES), else
 // the ring. Thresholds appear in launch --print-env in
 // this order.
 #define DPT_ALGORITHMS(X)           \
@@ -17,7 +18,9 @@ namespace dpt::algo {
   X(hierarchical_allreduce)         \
   X(tree_allreduce)                 \
   X(ring_allreduce)                 \
+  X(hierarchical_reduce_scatter)    \
   X(ring_reduce_scatter)            \
+  X(hierarchical_allgather)         \
   X(ring_allgather)                 \
   X(hierarchical_broadcast)         \
   X(tree_broadcast)                 \

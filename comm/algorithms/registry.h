@@ -39,7 +39,8 @@ struct Threshold {
 };
 
 struct AutoInput {
-  size_t bytes;        // the result's size (allgather: all ranks' parts together)
+  size_t bytes;        // the whole buffer: the result's size (allgather: all ranks' parts
+                       // together), reduce-scatter's input
   int world;
   size_t max_bytes;    // this algorithm's threshold (0 when it declares none); for the
                        // hierarchical algorithms, the size from which `auto` takes them
@@ -60,6 +61,12 @@ struct Algorithm {
 inline bool always(const AutoInput&) { return true; }
 // For auto_picks of an algorithm taken for messages up to its threshold.
 inline bool up_to_threshold(const AutoInput& in) { return in.bytes <= in.max_bytes; }
+// For auto_picks of the hierarchical algorithms: several hosts of several ranks each,
+// numbered other than in blocks (with block numbering the flat ring crosses each host's
+// link once per step already), for messages from the threshold.
+inline bool hierarchy_pays(const AutoInput& in) {
+  return in.hosts > 1 && in.local_size > 1 && !in.host_contiguous && in.bytes >= in.max_bytes;
+}
 
 // Every registered algorithm, in list order (the auto order).
 const std::vector<const Algorithm*>& all();

@@ -10,7 +10,10 @@ Algo select(const CollArgs& a, Algo requested, int world_size, bool native_ok, b
   if (requested == Algo::automatic && native_ok && native_preferred) return Algo::native;
   if (requested != Algo::automatic)
     if (const Algorithm* named = find(a.kind, requested.name())) return Algo::of(*named);
-  const size_t bytes = a.kind == CollKind::allgather ? a.send.bytes() * world_size : a.recv.bytes();
+  // The whole buffer, as for allreduce: reduce-scatter's input, allgather's result.
+  const size_t bytes = a.kind == CollKind::allgather        ? a.send.bytes() * world_size
+                       : a.kind == CollKind::reduce_scatter ? a.send.bytes()
+                                                            : a.recv.bytes();
   return Algo::of(auto_pick(a.kind, bytes, world_size, t, topology));
 }
 

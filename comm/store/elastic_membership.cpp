@@ -138,17 +138,43 @@ Membership ElasticRendezvous::form(int g, int prev_rank) {
   const int64_t n = store_.add(key(g, "arrived"), 1);
   store_.set(key(g, "arrival/" + std::to_string(n - 1)), id_ + " " + std::to_string(prev_rank));
   // Who closes: the survivors of g-1, and anyone at the job's start; a newcomer joining a
-  // running job waits for the members to arrive at a step boundary.
-  const bool may_close = prev_rank >= 0 || g == 0;
-  const std::vector<std::string> prev = prev_rank >= 0 ? expected_for(g) : std::vector<std::string>{};
+  // running job waits for the members to arrive at a step boundary: they hold the state.
+  // Only when every member of g-1 is dead (none can ever arrive) do newcomers close, after
+  // `settle` from then so the other restarted processes come too; they hold no state, so
+  // the trainer resumes from the last checkpoint on disk (DistTrainer::sync_state).
+  const bool survivor = prev_rank >= 0 || g == 0;
+  bool may_close = survivor;
+  std::vector<std::string> prev = prev_rank >= 0 ? expected_for(g) : std::vector<std::string>{};
+  if (!survivor && store_.check(key(g - 1, "members"))) {
+    try {
+      prev = expected_for(g);
+    } catch (const ElasticError&) {  // g-1 did not form (below the minimum): the job is failing
+    }
+  }
+  auto all_dead = [&] {
+    return !prev.empty() && std::all_of(prev.begin(), prev.end(), [&](const std::string& id) {
+      return store_.check("elastic/dead/" + id);
+    });
+  };
+  Clock::time_point orphaned{};  // when this newcomer saw every member of g-1 dead
+  auto t_last_dead_check = Clock::now() - limits_.settle;
   for (;;) {
     if (store_.check(key(g, "members"))) return read_members(g);
-    if (!may_close && done()) {  // the members finished while this newcomer waited
+    if (!survivor && done()) {  // the members finished while this newcomer waited
       Membership out;
       out.generation = g;
       return out;
     }
-    if (may_close) {
+    if (!may_close && Clock::now() - t_last_dead_check >= Millis(500)) {  // a few store reads, twice a second
+      t_last_dead_check = Clock::now();
+      if (all_dead()) {
+        may_close = true;
+        orphaned = Clock::now();
+      }
+    }
+    if (may_close && !survivor) {  // every member of g-1 is gone: close after settle, with >= min
+      if (Clock::now() - orphaned >= limits_.settle && store_.add(key(g, "arrived"), 0) >= limits_.min) try_close(g, prev);
+    } else if (may_close) {
       const int64_t count = store_.add(key(g, "arrived"), 0);
       bool all_in = false;
       if (g == 0) {

@@ -20,7 +20,9 @@
 //               when `settle` has passed since this process arrived (a hung peer,
 //               one behind a cut link) with at least `min` arrived. One closer wins
 //               an atomic counter and writes the members; only members of g-1 close
-//               (a joiner waits for them, so it never closes a list alone).
+//               (a joiner waits for them: they hold the state), unless every member of
+//               g-1 is dead: then the joiners close, `settle` after seeing that, and
+//               the new group resumes from the last checkpoint on disk.
 //   rank order  survivors first, in the order of their ranks in g-1, then newcomers
 //               by id; at most `max` members, the rest are excluded.
 //   excluded    an arrival that is not in the closed list (it came too late, or the
@@ -69,7 +71,7 @@ class ElasticRendezvous {
   const ElasticLimits& limits() const { return limits_; }
 
   // Arrives in generation `g` as a member of g-1 with rank `prev_rank` (-1: a newcomer,
-  // which never closes the list), waits until the list closes, returns it. A newcomer
+  // which closes the list only when every member of g-1 is dead), waits until the list closes, returns it. A newcomer
   // still waiting when the job is done gets an excluded membership.
   // ElasticError when it closed with fewer than min members; TimeoutError when it did
   // not close within limits.timeout.

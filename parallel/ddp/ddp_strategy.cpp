@@ -1,8 +1,11 @@
 #include "parallel/ddp/ddp_strategy.h"
 
+#include <cstdio>
+
 #include "comm/store/elastic_membership.h"
 #include "models/checkpoint.h"
 #include "optim/clip_grad.h"
+#include "parallel/ddp/powersgd_checkpoint.h"
 #include "parallel/precision/wire16.h"
 
 namespace dpt {
@@ -47,11 +50,19 @@ void DdpStrategy::restore_working_parameters() {
 }
 
 void DdpStrategy::save_optimizer_state(const std::string& model_path) {
+  // PowerSGD's error feedback differs from rank to rank: each writes its own.
+  save_powersgd_state(model_path, sync_.powersgd_buckets(), comm_->rank(), comm_->size());
   if (comm_->rank() != 0) return;  // the replicas are identical
   std::vector<NamedTensorView> state;
   for (auto& [name, span] : optimizer_->state_buffers()) state.push_back({name, {int64_t(span.size())}, span});
   save_safetensors(sidecar_path(model_path, "optim"), state,
                    {{"optimizer", optimizer_->name()}, {"step_count", std::to_string(optimizer_->step_count())}});
+}
+
+void DdpStrategy::load_optimizer_state(const std::string& model_path) {
+  ParallelStrategy::load_optimizer_state(model_path);
+  const std::string note = load_powersgd_state(model_path, sync_.powersgd_buckets(), comm_->rank(), comm_->size());
+  if (!note.empty() && comm_->rank() == 0) std::printf("%s\n", note.c_str()), std::fflush(stdout);
 }
 
 namespace {

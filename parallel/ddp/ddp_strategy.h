@@ -31,7 +31,9 @@ class DdpStrategy : public ParallelStrategy {
   std::span<float> owned_grads() override { return model_.flat_grads(); }
   void expose_full_parameters() override;
   void restore_working_parameters() override;
+  // Also PowerSGD's state (powersgd_checkpoint.h), one file per rank.
   void save_optimizer_state(const std::string& model_path) override;
+  void load_optimizer_state(const std::string& model_path) override;
   OptimizerRange optimizer_range() const override { return {0, model_.num_params()}; }
   ModelStateBytes memory_bytes() const override;
   CarriedStatePtr carry_out() override;

@@ -49,6 +49,9 @@ class GradAllreduce {
   // PowerSGD: also its P, Q and error buffers.
   size_t comm_buffer_bytes() const;
   bool device_buckets() const { return device_buckets_; }
+  // PowerSGD's per-bucket state (empty when it is off), for checkpoints.
+  const std::vector<std::unique_ptr<PowerSgdBucket>>& powersgd_buckets() const { return powersgd_; }
+  std::vector<std::unique_ptr<PowerSgdBucket>>& powersgd_buckets() { return powersgd_; }
 
  private:
   int64_t launch(const BucketRange& b, std::vector<WorkPtr>& works, std::vector<uint16_t>& wire);

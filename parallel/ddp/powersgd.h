@@ -30,7 +30,7 @@
 //   wire floats   per step: sum over compressed matrices of R (n + m), plus the
 //                 uncompressed elements (powersgd_wire).
 // The state (Q and error) is local to the process: a backend switch keeps it; a
-// checkpoint does not hold it (a resumed run restarts with zero error and the seeded Q).
+// checkpoint holds it (powersgd_checkpoint.h), so a resumed run goes on bit for bit.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -79,6 +79,12 @@ class PowerSgdBucket {
 
   // Zero error and the seeded Q (the state of a fresh run).
   void reset();
+  // What carries from one step to the next, between steps (checkpoints): the averaged Q
+  // (the same on every rank) and this rank's error. The other buffers are rewritten
+  // before they are read in every step.
+  std::span<float> q_state() { return q_; }
+  std::span<float> error_state() { return error_; }
+  int approximation_rank() const { return rank_; }
   size_t payload_floats() const { return payload_.size(); }
   size_t q_floats() const { return q_.size(); }
   // Error, Q (average and local) and payload: what this bucket holds besides the gradients.

@@ -4,13 +4,18 @@
 // (backends::create), runs a barrier and an allreduce of 4 KiB and one of 1 MiB, checks
 // both exactly against the sums computed here, and prints one line:
 //   probe rank R connections C sockets S rendezvous_ms A first_ms B rss_kib K ok 1
+//         arrived_at T published_at U joined_at V eager_decided_at W
 // connections: TcpCommunicator::stats().connections (leave out with --no-stats to run
 // against a library without that counter); sockets: socket fds in /proc/self/fd (the
 // store client, the listener and, on rank 0, the store server's are in it too);
-// rendezvous_ms: building the communicator; first_ms: the barrier and both allreduces.
+// rendezvous_ms: building the communicator; first_ms: the barrier and both allreduces;
+// the store part of the build (TcpCommunicator::build_times, 0 with --no-stats), as
+// wall-clock milestones (ms since the epoch): this rank starts publishing (its store
+// client connects then), has published its address, has met every rank, has read every
+// rank's host.
 //
 //   tcp_connections_probe [--algo ring|auto] [--expect-connections N] [--no-stats]
-//                         [--exit-rank R]
+//                         [--exit-rank R [--only-higher-waits]]
 //
 // --algo ring: the allreduces run the ring algorithm and the barriers are left out (the
 // dissemination barrier talks to ranks at distance 1, 2, 4...), so each rank needs its
@@ -19,6 +24,9 @@
 // --exit-rank R: rank R leaves (exit 0, no goodbye) right after building the
 // communicator, before it connected to anyone on demand: the others must fail promptly
 // with an error naming a rank instead of waiting out COMM_TIMEOUT_S.
+// --only-higher-waits (with --exit-rank R < world - 1): instead of the allreduces, the
+// last rank receives from rank R and every other rank receives from the last rank, so
+// the last rank alone could notice that R is gone (R never dials it; nobody sends to R).
 // Exit codes: 0 ok; 3 a CommError (text on stderr); 4 wrong result; 5 connection count;
 // 2 bad usage.
 #include <dirent.h>
@@ -92,12 +100,14 @@ int main(int argc, char** argv) {
   long expect = -1;
   bool stats = true;
   long exit_rank = -1;
+  bool only_higher_waits = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--algo" && i + 1 < argc) algo = argv[++i];
     else if (a == "--expect-connections" && i + 1 < argc) expect = std::atol(argv[++i]);
     else if (a == "--no-stats") stats = false;
     else if (a == "--exit-rank" && i + 1 < argc) exit_rank = std::atol(argv[++i]);
+    else if (a == "--only-higher-waits") only_higher_waits = true;
     else {
       std::fprintf(stderr, "tcp_connections_probe: unknown or incomplete argument '%s' (see the file's header)\n",
                    a.c_str());
@@ -109,6 +119,17 @@ int main(int argc, char** argv) {
     std::unique_ptr<Communicator> comm = backends::create("tcp");
     const auto t1 = Clock::now();
     if (comm->rank() == exit_rank) ::_exit(0);
+    if (only_higher_waits) {
+      const int last = comm->size() - 1;
+      if (exit_rank < 0 || exit_rank >= last) {
+        std::fprintf(stderr, "--only-higher-waits needs --exit-rank below the last rank (%d)\n", last);
+        return 2;
+      }
+      float word = 0;
+      comm->recv(Buffer{&word, 1, DType::f32, Device{}}, comm->rank() == last ? int(exit_rank) : last, 7);
+      std::printf("probe rank %d received a word nobody sent\n", comm->rank());
+      return 4;
+    }
     const bool ring = algo == "ring";
     if (ring) comm->set_algo(Algo::ring);
     if (!ring) comm->barrier();
@@ -117,8 +138,12 @@ int main(int argc, char** argv) {
     int connections = -1;
     if (stats) connections = dynamic_cast<TcpCommunicator&>(*comm).stats().connections;
     auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-    std::printf("probe rank %d connections %d sockets %d rendezvous_ms %.1f first_ms %.1f rss_kib %ld ok %d\n",
-                comm->rank(), connections, socket_fds(), ms(t1 - t0), ms(t2 - t1), rss_kib(), int(ok));
+    TcpCommunicator::BuildTimes bt;
+    if (stats) bt = dynamic_cast<TcpCommunicator&>(*comm).build_times();
+    std::printf("probe rank %d connections %d sockets %d rendezvous_ms %.1f first_ms %.1f rss_kib %ld ok %d "
+                "arrived_at %.2f published_at %.2f joined_at %.2f eager_decided_at %.2f\n",
+                comm->rank(), connections, socket_fds(), ms(t1 - t0), ms(t2 - t1), rss_kib(), int(ok),
+                bt.arrived_at_ms, bt.published_at_ms, bt.joined_at_ms, bt.eager_decided_at_ms);
     std::fflush(stdout);
     if (!ok) return 4;
     if (expect >= 0 && connections != expect) {

@@ -165,7 +165,7 @@ TEST_CASE("registry: each threshold is declared once, by its algorithm, and list
     CHECK(CommOptions().thresholds.get(a->threshold.env) == a->threshold.default_bytes);
     CHECK(knob_names.count(a->threshold.env) == 1);
   }
-  CHECK(thresholds == 4);  // recursive doubling, tree, hierarchical allreduce and broadcast
+  CHECK(thresholds == 6);  // recursive doubling, tree, hierarchical allreduce, reduce-scatter, allgather and broadcast
   // The constants code may name are registered thresholds, with today's defaults.
   CHECK(CommOptions().thresholds.get(env::kRdMaxBytes) == 64 * 1024);
   CHECK(CommOptions().thresholds.get(env::kTreeMaxBytes) == 256 * 1024);

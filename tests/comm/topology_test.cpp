@@ -69,4 +69,11 @@ TEST_CASE("auto takes the hierarchical allreduce on several hosts with several r
   CHECK(!two_by_two.host_contiguous());
   CHECK(pick(two_by_two, 1024) != "hierarchical");  // below COMM_HIERARCHICAL_MIN_BYTES
   CHECK(std::string(dpt::algo::auto_pick(CollKind::broadcast, 16 << 20, 4, th, two_by_two).name) == "hierarchical");
+  for (CollKind k : {CollKind::reduce_scatter, CollKind::allgather}) {  // the same rule, their own thresholds
+    auto pick_k = [&](const Topology& t, size_t bytes) { return std::string(dpt::algo::auto_pick(k, bytes, 4, th, t).name); };
+    CHECK(pick_k(two_by_two, 16 << 20) == "hierarchical");
+    CHECK(pick_k(blocks, 16 << 20) == "ring");
+    CHECK(pick_k(uneven, 16 << 20) == "ring");
+    CHECK(pick_k(two_by_two, 1024) == "ring");
+  }
 }

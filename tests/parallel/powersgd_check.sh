@@ -7,7 +7,9 @@
 #              of every step are 4 x numel for steps 1-5 and then 4 x (sum over compressed
 #              matrices of R (n + m) + the other elements) from the shapes written below;
 #              at rank 16 the 10 x 128 output layer travels uncompressed (16 x 138 >= 1280);
-#              resumed after step 10, a run compresses from step 11 on (no second warm-up).
+#              resumed after step 10, a run compresses from step 11 on (no second warm-up)
+#              and its losses and final model equal an uninterrupted run's bit for bit
+#              (Q and the error feedback are in the checkpoint).
 #   schedules  under mpiexec, --algo ring: one bucket with overlap, several buckets with
 #              and without overlap, and a switch from tcp to mpi after step 12 all train the
 #              same bits (PowerSGD's state is local, not the communicator's); --grad-accum 2
@@ -61,10 +63,14 @@ case $scenario in
     run p16 launch "${common[@]}" --steps 8 --grad-compress powersgd --powersgd-rank 16 --powersgd-start-step 2
     check_bytes p16 2 "$plain_bytes" "$(expected_bytes 16)"
     # Resumed after step 10 (the checkpoint holds the optimizer's step count), a run
-    # compresses from its first step: the warm-up is not repeated.
-    run res launch "${common[@]}" "${psgd[@]}" --steps 10 --save-every 10
-    run res launch "${common[@]}" "${psgd[@]}" --steps 14 --resume
-    check_bytes res 10 "$plain_bytes" "$p4_bytes" ;;
+    # compresses from its first step: the warm-up is not repeated; the checkpoint holds
+    # Q and every rank's error feedback, so it trains the bits of an uninterrupted run.
+    run res launch "${common[@]}" "${psgd[@]}" "${small[@]}" --steps 10 --save-every 10
+    run res launch "${common[@]}" "${psgd[@]}" "${small[@]}" --steps 14 --resume
+    check_bytes res 10 "$plain_bytes" "$p4_bytes"
+    ! grep -q "PowerSGD starts afresh" "$work/res.log" || { echo "FAIL: the resume did not restore PowerSGD's state"; exit 1; }
+    run whole launch "${common[@]}" "${psgd[@]}" "${small[@]}" --steps 14
+    cmp_runs whole res --rtol 0 --from-step 10 ;;
   schedules)
     mcommon=("${common[@]}" --steps 40 "${psgd[@]}" --backend tcp --algo ring)
     run one mpi 2 "${mcommon[@]}"

@@ -4,6 +4,9 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -132,4 +136,46 @@ TEST_CASE("launch: bad flags are usage errors") {
   Result r = run("--print-env");
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "COMM_TIMEOUT_S"));
+}
+
+// The race fixed in f5a74ff, forced: node 1's launcher had a member fail (so it must know
+// whether training finished), node 0's member wrote elastic/done only after that, and
+// node 0's launcher, serving the store, exits before node 1's last member does, so node
+// 1's launcher can no longer ask the store. Its member that exited 0 tells it that
+// training finished (and done, once seen, is remembered): the job succeeds on both
+// nodes. Before the fix node 1 reported "training did not finish" and exited 1.
+TEST_CASE("launch --elastic: node 1 knows training finished after node 0's launcher and store are gone") {
+  // A free port for node 0's store (bound and released: the launch binds it next).
+  int port = 0;
+  {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  ::setenv("COMM_JOB_TOKEN", "launch-test-elastic-race-token", 1);
+  const std::string common = "--elastic -n 2 --nnodes 2 --master-addr 127.0.0.1 --master-port " + std::to_string(port);
+  const std::string prog = std::string(" " DPT_LAUNCH_HELPER " elastic-race 2>&1");
+  FILE* node0 = ::popen((std::string(DPT_LAUNCH_BIN) + " " + common + " --node-rank 0" + prog).c_str(), "r");
+  REQUIRE(node0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // node 0 serves the store first
+  Result node1 = run(common + " --node-rank 1" + prog);
+  std::string out0;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, node0)) > 0) out0.append(buf, n);
+  const int st0 = ::pclose(node0);
+  ::unsetenv("COMM_JOB_TOKEN");
+  INFO("node 0:\n" << out0 << "node 1:\n" << node1.output);
+  CHECK((WIFEXITED(st0) && WEXITSTATUS(st0) == 0));
+  CHECK(contains(out0, "rank 0 wrote elastic/done"));
+  // The ordering was forced as intended: node 1's member saw the store gone first.
+  REQUIRE(contains(node1.output, "rank 2: the store is gone, exiting 0"));
+  CHECK_FALSE(contains(node1.output, "training did not finish"));
+  CHECK(node1.exit_code == 0);
 }

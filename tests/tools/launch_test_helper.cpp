@@ -5,6 +5,12 @@
 //   selfkill RANK DIR  rank RANK kills itself with SIGKILL; the others sleep
 //   stubborn DIR       every rank ignores SIGTERM and writes DIR/pid.<rank>; rank 0 exits 1
 //   env                prints the launch variables
+//   elastic-race       2 launches --elastic x 2 ranks (block order): node 0's launcher,
+//                      and the store with it, ends before node 1's asks whether training
+//                      finished. Rank 3 fails at once; rank 0 writes elastic/done once
+//                      node 1's launcher recorded rank 3 dead, and exits 0 once rank 2
+//                      has seen it (rank 1 exits 0 at once); rank 2 exits 0 only once the
+//                      store refuses connections.
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,6 +18,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
+
+#include "comm/store/job_token.h"
+#include "comm/store/tcp_store.h"
 
 static int env_int(const char* n) {
   const char* v = std::getenv(n);
@@ -68,6 +78,41 @@ int main(int argc, char** argv) {
       return 1;
     }
     sleep(60);
+    return 0;
+  }
+  if (mode == "elastic-race") {
+    using dpt::Millis;
+    const std::string host = std::getenv("MASTER_ADDR");
+    const int port = env_int("MASTER_PORT");
+    auto client = [&](Millis timeout) {
+      return std::make_unique<dpt::TcpStoreClient>(host, port, timeout, dpt::ErrorContext{}, dpt::job_token_from_env());
+    };
+    if (rank == 3) return 1;
+    if (rank == 0) {
+      auto store = client(Millis(20000));
+      store->get("elastic/dead/n1.l1.i0", Millis(20000));
+      store->set("elastic/done", "1");
+      std::printf("rank 0 wrote elastic/done\n");
+      store->get("race/rank2-saw-done", Millis(20000));  // then the store may go
+    }
+    if (rank == 2) {
+      {
+        auto store = client(Millis(20000));
+        store->get("elastic/done", Millis(20000));
+        store->set("race/rank2-saw-done", "1");
+      }
+      for (int i = 0; i < 200; ++i) {
+        try {
+          client(Millis(100))->check("elastic/done");
+        } catch (const std::exception&) {
+          std::printf("rank 2: the store is gone, exiting 0\n");
+          return 0;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      std::printf("rank 2: the store never went away\n");
+      return 4;
+    }
     return 0;
   }
   std::fprintf(stderr, "launch_test_helper: bad arguments\n");

@@ -1,5 +1,7 @@
 #include "tools/train/elastic_setup.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -70,8 +72,12 @@ std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
   limits.min = env_int(dpt::env::kElasticMin);
   limits.max = env_int(dpt::env::kElasticMax);
   limits.settle = seconds_env(dpt::env::kElasticSettleS);
-  limits.timeout = options.timeout;
   const dpt::Millis rdzv_timeout = seconds_env(dpt::env::kRendezvousTimeoutS);
+  // A generation must wait for survivors still stuck making the previous generation's
+  // communicator (a member died or stopped during it: they wait up to the rendezvous
+  // timeout). Waiting only the collective timeout, the quick ones gave up below the
+  // minimum, rank 0 among them, and the job died (issue 31: a join during a stop).
+  limits.timeout = std::max(options.timeout, rdzv_timeout);
   const std::string token = dpt::job_token_from_env();
 
   ElasticSetup s;
@@ -95,7 +101,25 @@ std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
   s.joining = current >= 0;
   for (;;) {
     s.membership = s.rendezvous->form(s.joining ? current + 1 : 0, -1);
-    if (!s.membership.excluded()) return s;
+    if (!s.membership.excluded()) {
+      if (!s.joining) {  // the job's start: every member fails alike, as before
+        s.comm = s.make_comm(s.membership);
+        return s;
+      }
+      try {
+        s.comm = s.make_comm(s.membership);
+        return s;
+      } catch (const dpt::CommError& e) {
+        // A member died or stopped while the group built its communicator: the members
+        // re-form in the next generation (DistTrainer::reform), so a newcomer, which holds
+        // no state, arrives there too instead of exiting and spending a launcher restart.
+        if (dynamic_cast<const dpt::UsageError*>(&e) || dynamic_cast<const dpt::MismatchError*>(&e)) throw;
+        std::fprintf(stderr, "elastic: %s: generation %d did not form (%s): joining the next one\n",
+                     s.rendezvous->id().c_str(), s.membership.generation, e.what());
+        current = s.membership.generation;
+        continue;
+      }
+    }
     if (s.rendezvous->done()) return std::nullopt;
     s.joining = true;  // the group was full or closed before we came: the next one
     current = s.rendezvous->current();

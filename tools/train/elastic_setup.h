@@ -21,6 +21,7 @@ struct ElasticSetup {
   std::unique_ptr<dpt::ElasticRendezvous> rendezvous;
   dpt::Membership membership;
   std::function<std::unique_ptr<dpt::Communicator>(const dpt::Membership&)> make_comm;
+  std::unique_ptr<dpt::Communicator> comm;  // membership's communicator
   bool joining = false;  // the job was running: the members' state comes in run()
 };
 
@@ -32,7 +33,8 @@ struct ElasticSetup {
 void check_elastic_launch(bool elastic);
 
 // Throws std::invalid_argument naming what is missing (not started by launch --elastic);
-// std::nullopt when the job finished before this process could join.
+// std::nullopt when the job finished before this process could join. A newcomer whose
+// generation's communicator fails to form (a member died meanwhile) arrives in the next.
 std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options);
 
 }  // namespace train

@@ -4,13 +4,15 @@ with --no-shuffle (sample index == position in the epoch's order), --log-every 1
 
   * every process the caller names (--ids) left a non-empty log, and no other process
     did: a missing log is an error, never an assumed share;
-  * the steps' position ranges from the metrics tile [0, end) with no gap or overlap,
-    within one epoch (a run that crosses an epoch is refused: this checker cannot tell
-    that an epoch's tail was dealt);
+  * each epoch's steps' position ranges from the metrics tile [0, end) with no gap or
+    overlap, and the next epoch starts again at 0; with --epoch-size N every epoch but
+    the last ends at N or within one sample per rank past it (the sampler pads the
+    last step from the epoch's start: position p holds sample p mod N), so every sample
+    of every completed epoch was dealt;
   * for every step 1..STEPS with world size w, rank r's line holds exactly positions
     b + r, b + r + w, ... < e of the step's range [b, e) (the sampler's dealing), each
     rank of the step has one line, and there is no line of another world size: so every
-    position of [0, end) was trained on exactly once, by exactly one rank;
+    position of each epoch's [0, end) was trained on exactly once, by exactly one rank;
   * every process ran to STEPS, its steps contiguous (a newcomer starts where it joined),
     except a process named --killed ID:S, which died inside step S: its last line is S-1.
     The one tolerated hole is at such a step S: a rank that died (or a survivor that
@@ -21,7 +23,7 @@ with --no-shuffle (sample index == position in the epoch's order), --log-every 1
     metrics line (its range is then the gap between its neighbours), and so may a rank 0
     that failed a step another survivor completed (--adopted S: the group went on from S).
 
-usage: check_samples.py METRICS.jsonl SAMPLE_LOG_PREFIX STEPS --ids ID[,ID...] [--killed ID:S]... [--adopted S]...
+usage: check_samples.py METRICS.jsonl SAMPLE_LOG_PREFIX STEPS --ids ID[,ID...] [--killed ID:S]... [--adopted S]... [--epoch-size N]
 """
 import argparse
 import glob
@@ -40,6 +42,8 @@ def main():
     ap.add_argument("--adopted", action="append", default=[], type=int, metavar="S",
                     help="the group went on from step S, which rank 0 failed and another survivor completed "
                          "(a membership event's resumed_after_step): rank 0 logged no metrics line for it")
+    ap.add_argument("--epoch-size", type=int, default=0, metavar="N",
+                    help="the data set's size: each completed epoch must deal all N samples")
     a = ap.parse_args()
     ids = [x for x in a.ids.split(",") if x]
     if not ids or len(set(ids)) != len(ids):
@@ -98,32 +102,42 @@ def main():
 
     # ---- the steps ----
     ranges = {}
-    epochs = set()
     for line in open(a.metrics):
         j = json.loads(line)
         if "sample_begin" in j:
             if j["step"] in ranges:
                 problems.append(f"metrics: step {j['step']} logged twice")
-            ranges[j["step"]] = (j["sample_begin"], j["sample_end"], j["world_size"])
-            epochs.add(j["epoch"])
-    if len(epochs) > 1:
-        problems.append(f"metrics: the run spans epochs {sorted(epochs)}; only runs within one epoch are checked")
-    end = 0
+            ranges[j["step"]] = (j["sample_begin"], j["sample_end"], j["world_size"], j["epoch"])
+    N = a.epoch_size
+    end, epoch, ends = 0, None, {}
     tolerated = []
     for s in range(1, a.steps + 1):
         here = by_step.get(s, [])
         if s not in ranges:
             # A rank 0 that completed s and died before logging it: only at a death step.
+            # Its range: up to the next step's start, or, where the next step opens an
+            # epoch, as many positions as a present rank's line holds per rank.
             worlds = {x[0] for x in here}
             if (s in death_steps or s in a.adopted) and s + 1 in ranges and len(worlds) == 1:
-                ranges[s] = (end, ranges[s + 1][0], worlds.pop())
+                w = worlds.pop()
+                nb, ne = ranges[s + 1][0], ranges[s + 1][3]
+                ranges[s] = (end, nb, w, ne) if ne == epoch else (end, end + w * len(here[0][2]), w, epoch)
             else:
                 problems.append(f"step {s}: no metrics line")
                 continue
-        b, e, w = ranges[s]
+        b, e, w, ep = ranges[s]
+        if ep != epoch:
+            if epoch is not None:
+                if ep != epoch + 1:
+                    problems.append(f"step {s}: epoch {ep} follows epoch {epoch}")
+                if N and not N <= end < N + ends.get(epoch, (0, 1))[1]:
+                    problems.append(f"epoch {epoch} ended at position {end}, not at the data set's {N} "
+                                    f"(or within one sample per rank past it): samples {min(end, N)}..{N - 1} were never dealt")
+            epoch, end = ep, 0
         if b != end:
             problems.append(f"step {s}: starts at position {b}, the previous step ended at {end}")
         end = e
+        ends[ep] = (e, w)
         if (e - b) % w:
             problems.append(f"step {s}: range [{b}, {e}) does not split over {w} ranks")
         present = {}
@@ -135,7 +149,7 @@ def main():
                 problems.append(f"step {s}: rank {rank} logged by both {present[rank]} and {ident}")
                 continue
             present[rank] = ident
-            want = list(range(b + rank, e, w))
+            want = [p % N if N else p for p in range(b + rank, e, w)]
             if idx != want:
                 extra, lack = sorted(set(idx) - set(want)), sorted(set(want) - set(idx))
                 problems.append(f"step {s}: {ident} (rank {rank}/{w}) trained on {len(idx)} positions "
@@ -159,7 +173,8 @@ def main():
         sys.exit(1)
     for t in tolerated:
         print("samples: " + t)
-    print(f"samples: {a.steps} steps, positions [0, {end}) each trained on exactly once, by the logs of "
+    span = ", ".join(f"epoch {k}: [0, {v[0]})" for k, v in sorted(ends.items()))
+    print(f"samples: {a.steps} steps, each position trained on exactly once ({span}), by the logs of "
           f"{len(ids)} processes")
 
 

@@ -42,10 +42,7 @@ args=(--backend tcp --model mlp --optimizer adam --lr 1e-3 --lr-schedule constan
       --log-every 1 --max-eval-samples 64)
 steps=120 gate=40   # 120 steps of <= 4 x 64 samples: within the first epoch
 fail() { echo "FAIL: $*"; exit 1; }
-child_with_id() {
-  for p in $(pgrep -P "$1"); do grep -qx "DPT_ELASTIC_ID=$2" < <(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null) && { echo "$p"; return; }; done; }
-env_of() { tr '\0' '\n' < "/proc/$1/environ" | sed -n "s/^$2=//p"; }
-stopped() { grep -q "^State:.*T (stopped)" "/proc/$1/status" 2>/dev/null; }
+source "$here/elastic_procs.sh"
 
 export HOLD_NEWCOMER_ID=n0.l1.i1 HOLD_NEWCOMER_GO=$work/go
 "$bin/launch" --elastic -n 2:4 --max-restarts 1 "$here/hold_newcomer.sh" "$bin/train" --elastic "${args[@]}" --steps $steps \
@@ -53,17 +50,8 @@ export HOLD_NEWCOMER_ID=n0.l1.i1 HOLD_NEWCOMER_GO=$work/go
   --debug-signal "1:30:sync,0:$gate:forward:STOP,2:$gate:forward:STOP,3:$gate:forward:STOP" > "$work/grow.log" 2>&1 &
 launcher=$!
 # The gate: the survivors (started as ranks 0, 2, 3) stopped at step $gate.
-survivors=()
-for id in n0.l0.i0 n0.l2.i0 n0.l3.i0; do
-  for _ in $(seq 1 600); do
-    pid=$(child_with_id "$launcher" "$id")
-    [[ -n $pid ]] && stopped "$pid" && break
-    kill -0 "$launcher" 2>/dev/null || { tail -n 30 "$work/grow.log"; fail "grow: the job ended before its survivors reached step $gate"; }
-    sleep 0.05
-  done
-  stopped "$pid" || { tail -n 30 "$work/grow.log"; fail "grow: $id did not stop at step $gate within 30 s"; }
-  survivors+=("$pid")
-done
+wait_stopped "$launcher" "$work/grow.log" "grow (gate at step $gate)" n0.l0.i0 n0.l2.i0 n0.l3.i0
+survivors=("${STOPPED_PIDS[@]}")
 t_stopped=$(date +%s.%N)
 touch "$work/go"   # the newcomer starts now
 addr=$(env_of "${survivors[0]}" MASTER_ADDR) port=$(env_of "${survivors[0]}" MASTER_PORT)

@@ -18,8 +18,7 @@ args=(--backend tcp --algo ring --model mlp --optimizer adam --lr 1e-3 --lr-sche
       --batch-size 64 --log-every 1 --max-eval-samples 64)
 steps=120
 fail() { echo "FAIL: $*"; exit 1; }
-child_with_id() {
-  for p in $(pgrep -P "$1"); do grep -qx "DPT_ELASTIC_ID=$2" < <(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null) && { echo "$p"; return; }; done; }
+source "$(dirname "$0")/elastic_procs.sh"
 
 "$bin/launch" --elastic -n 3:4 "$bin/train" --elastic "${args[@]}" --steps $steps --metrics-out "$work/m.jsonl" \
   --checkpoint-dir "$work/ck" --debug-signal 2:25:sync:STOP > "$work/log" 2>&1 &
