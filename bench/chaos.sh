@@ -7,33 +7,44 @@
 # of the same membership changes, no leftovers, every fault named in faults.log.
 #   bench/chaos.sh --seed N --minutes M --hosts H --strategy ddp|zero2 [--steps S]
 #                  [--batch-size B] [--neighbours K] [--save-every N] [--max-restarts R]
-#                  [--work DIR] [--bin DIR]
+#                  [--replicas C] [--work DIR] [--bin DIR]
 # A run may span several epochs (the sample check covers each). --max-restarts (per
 # host's launcher) defaults to twice the schedule's faults, at least 4: a long run's kills
-# must not use up the budget.
+# must not use up the budget. --replicas (ZeRO-2; default 2): --elastic-snapshot-replicas,
+# the ring neighbours holding a copy of each shard, so a double kill of neighbours is
+# recovered in memory; losing more in a row falls back to the disk checkpoint.
 # Exit 0: verdict PASS; 1: FAIL; 2: bad arguments; 77: namespaces cannot be made.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-seed="" minutes=1 hosts=2 strategy=ddp steps=200 neighbours=2 batch=4 work="" bin=$here/../build/bin save_every=10 restarts=
-usage() { sed -n '8,13p' "$0" >&2; exit 2; }
+here=${CHAOS_HERE:-$(cd "$(dirname "$0")" && pwd)}
+# bash reads a script as it runs it: a half-hour run of this file, edited meanwhile (a
+# checkout, a pull), would go on with mixed lines. Run from a private copy instead.
+# (The copy is unlinked at once: bash keeps reading it through its open descriptor.)
+if [[ -z ${CHAOS_HERE:-} ]]; then
+  copy=$(mktemp /tmp/chaos.sh.XXXXXX)
+  cp "$0" "$copy"
+  CHAOS_HERE=$here exec bash "$copy" "$@"
+fi
+[[ $0 == /tmp/chaos.sh.* ]] && rm -f "$0"
+seed="" minutes=1 hosts=2 strategy=ddp steps=200 neighbours=2 batch=4 work="" bin=$here/../build/bin save_every=10 restarts= replicas=2
+usage() { sed -n '8,16p' "$here/chaos.sh" >&2; exit 2; }
 while (($#)); do
   case $1 in
     --seed) seed=$2;; --minutes) minutes=$2;; --hosts) hosts=$2;; --strategy) strategy=$2;;
     --steps) steps=$2;; --batch-size) batch=$2;; --neighbours) neighbours=$2;; --work) work=$2;; --bin) bin=$2;;
-    --save-every) save_every=$2;; --max-restarts) restarts=$2;;
+    --save-every) save_every=$2;; --max-restarts) restarts=$2;; --replicas) replicas=$2;;
     *) echo "chaos.sh: unknown argument '$1'" >&2; usage;;
   esac
   shift 2 || usage
 done
 seed=${seed:-$(date +%s)}
 [[ $seed =~ ^[0-9]+$ && $minutes =~ ^[0-9.]+$ && $hosts =~ ^[2-4]$ && $steps =~ ^[0-9]+$ && $batch =~ ^[1-9][0-9]*$ && $neighbours =~ ^[0-9]+$ &&
-   $save_every =~ ^[1-9][0-9]*$ && $restarts =~ ^[0-9]*$ ]] ||
-  { echo "chaos.sh: want --seed N, --minutes M, --hosts 2..4, --steps S, --neighbours K, --save-every N, --max-restarts R (numbers)" >&2; usage; }
-case $strategy in ddp) zero=();; zero2) zero=(--zero 2 --elastic-snapshot-every 5);; *) echo "chaos.sh: --strategy ddp|zero2, got '$strategy'" >&2; usage;; esac
+   $save_every =~ ^[1-9][0-9]*$ && $restarts =~ ^[0-9]*$ && $replicas =~ ^[1-9]$ ]] ||
+  { echo "chaos.sh: want --seed N, --minutes M, --hosts 2..4, --steps S, --neighbours K, --save-every N, --max-restarts R, --replicas 1..9 (numbers)" >&2; usage; }
+case $strategy in ddp) zero=();; zero2) zero=(--zero 2 --elastic-snapshot-every 5 --elastic-snapshot-replicas "$replicas");; *) echo "chaos.sh: --strategy ddp|zero2, got '$strategy'" >&2; usage;; esac
 [[ -x $bin/launch && -x $bin/train ]] || { echo "chaos.sh: no launch/train in $bin (build them or pass --bin)" >&2; exit 2; }
 seconds=$(awk -v m="$minutes" 'BEGIN { print m * 60 }')
 echo "chaos: seed=$seed minutes=$minutes hosts=$hosts strategy=$strategy steps=$steps"
-echo "  replay: bench/chaos.sh --seed $seed --minutes $minutes --hosts $hosts --strategy $strategy --steps $steps --batch-size $batch --save-every $save_every${restarts:+ --max-restarts $restarts}"
+echo "  replay: bench/chaos.sh --seed $seed --minutes $minutes --hosts $hosts --strategy $strategy --steps $steps --batch-size $batch --save-every $save_every${restarts:+ --max-restarts $restarts} --replicas $replicas"
 source "$here/cluster.sh"
 cluster_up "$hosts" "" || { rc=$?; ((rc == 77)) && echo "SKIP: emulated hosts unavailable"; exit $rc; }
 work=${work:-$(mktemp -d /tmp/chaos.XXXXXX)}
@@ -47,6 +58,8 @@ args=(--backend tcp --algo ring --model mlp --optimizer adam --lr 1e-3 --lr-sche
       --batch-size "$batch" --log-every 1 --max-eval-samples 64 "${zero[@]}")
 printf '%s\n' "${args[@]}" > "$work/train.args"
 echo "$steps" > "$work/steps"
+echo "$save_every" > "$work/save_every"
+echo "OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS" > "$work/train.env"  # the replay's GEMMs must sum alike
 python3 "$here/chaos_schedule.py" --seed "$seed" --seconds "$seconds" --hosts "$hosts" --timeout $timeout_s > "$work/schedule"
 restarts=${restarts:-$(awk 'END { r = 2 * NR; print r < 4 ? 4 : r }' "$work/schedule")}
 echo "  max restarts per host: $restarts; checkpoint every $save_every steps"
@@ -66,13 +79,17 @@ for ((i = 0; i < hosts; i++)); do
 done
 # However this script ends: the launchers (children of the background subshells; a
 # launcher forwards SIGTERM to its ranks), the neighbours, then the namespaces.
+# Stopped by hand (SIGTERM/SIGINT), the launchers may already have lost their parent
+# subshells: they and their ranks are found by this run's metrics paths too.
 chaos_cleanup() {
   local p
   for p in "${launchers[@]}"; do kill $(pgrep -P "$p") 2>/dev/null; done
+  pkill -TERM -f -- "--metrics-out $work/m[0-9]" 2>/dev/null
   for p in "${nb[@]}"; do kill "$p" 2>/dev/null; done
   cluster_down
 }
 trap chaos_cleanup EXIT
+trap 'exit 143' TERM INT
 t0=$(date +%s.%N)
 now() { awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 alive() { kill -0 "${launchers[0]}" 2>/dev/null; }

@@ -8,7 +8,11 @@ and none passes on missing evidence:
             size from the job's log: each completed epoch dealt all of it); a process
             that did not reach STEPS is taken to have died in the step after its last;
   steps     lost_steps=0 under DDP (ZeRO: at most --elastic-snapshot-every per recovery),
-            and every step 1..STEPS has a metrics line;
+            and every step 1..STEPS has a metrics line; a ZeRO recovery from the disk
+            checkpoint (event from_checkpoint) may lose more, and only when its lost ids
+            include R+1 ranks in a row on the ring of the group that trained before
+            (R = --elastic-snapshot-replicas: no in-memory copy of some shard could be
+            left) and it resumed at a --save-every step;
   params    ck/model.safetensors bitwise equal to a replay (no faults, plain launch -n W)
             of the same membership changes at the same steps: world W0 to k1 with a
             checkpoint, resumed at W1 to k2, ... to STEPS (cached in replay/);
@@ -21,7 +25,8 @@ and none passes on missing evidence:
 usage: chaos_verdict.py WORK [--bin DIR] [--seed N] [--launch-rc RC] [--self-test]
 --self-test: on a copy of a passed WORK, puts one bug back per part (drops a sample from
 a log, removes a step's metrics line, flips a parameter byte, leaves a process running,
-hides a fault from faults.log) and requires the verdict to fail on that part.
+hides a fault from faults.log; ZeRO: marks recoveries as from disk with nobody lost) and
+requires the verdict to fail on that part.
 """
 import argparse, glob, json, os, re, shutil, statistics, subprocess, sys, tempfile
 
@@ -29,9 +34,33 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECK_SAMPLES = os.path.join(HERE, "..", "tests", "train", "elastic", "check_samples.py")
 
 
-def run(cmd, log):
+def run(cmd, log, env=None):
     with open(log, "w") as f:
-        return subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+        return subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+
+
+def job_env(w):
+    """The job's environment for the replay: the variables chaos.sh set that change the
+    arithmetic (OpenBLAS's thread count changes how a GEMM sums; a replay run from a
+    shell without it differed from the job by rounding from the first step)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # runs recorded before train.env existed
+    path = f"{w}/train.env"
+    if os.path.isfile(path):
+        env.update(l.strip().split("=", 1) for l in open(path) if "=" in l)
+    return env
+
+
+def disk_fallback_reason(e, replicas, save_every):
+    """Why a ZeRO recovery from disk was unavoidable, or None: R+1 consecutive ranks of
+    the previous group's ring (every holder of some shard's copies) among the lost."""
+    if not e.get("from_checkpoint"): return None
+    ring, lost = e.get("prev_members", []), set(e.get("lost", []))
+    n = len(ring)
+    if e["resumed_after_step"] % save_every: return None
+    for q in range(n):
+        run = [ring[(q - d) % n] for d in range(min(replicas, n - 1) + 1)]
+        if all(i in lost for i in run): return f"{','.join(run)} lost together"
+    return None
 
 
 def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
@@ -67,7 +96,12 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
         # discarded). Collapse the logs to the steps that count, a rollback by at most
         # --elastic-snapshot-every steps, then check them as DDP's.
         kz = int(args[args.index("--elastic-snapshot-every") + 1])
-        os.makedirs(f"{w}/effective", exist_ok=True)
+        replicas = int(args[args.index("--elastic-snapshot-replicas") + 1]) if "--elastic-snapshot-replicas" in args else 1
+        save_every = int(open(f"{w}/save_every").read())
+        # Rollbacks to disk the verdict accepts: the step each went back to.
+        to_disk = {e["resumed_after_step"] for e in events if disk_fallback_reason(e, replicas, save_every)}
+        shutil.rmtree(f"{w}/effective", ignore_errors=True)  # never a stale copy of a log (the self-test deletes one)
+        os.makedirs(f"{w}/effective")
         prefix = f"{w}/effective/samples"
         for i in ids:
             if not os.path.isfile(f"{w}/samples.{i}"): continue
@@ -75,7 +109,7 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
             for l in open(f"{w}/samples.{i}"):
                 st = int(l.split()[0])
                 if rows and st <= int(rows[-1].split()[0]):
-                    if int(rows[-1].split()[0]) - st >= kz:
+                    if int(rows[-1].split()[0]) - st >= kz and st - 1 not in to_disk:
                         fail("samples", f"{i}: step {st} after step {rows[-1].split()[0]}: a rollback beyond {kz} steps")
                     rows = [r for r in rows if int(r.split()[0]) < st]
                 rows.append(l)
@@ -121,8 +155,15 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
     if missing: fail("steps", f"steps without a metrics line: {missing[:5]}")
     if any(e.get("lost_steps", 0) for e in events) and not zero:
         fail("steps", "a membership event lost steps under DDP")
-    if lost < 0 or lost > k * max(1, len(events)):
-        fail("steps", f"lost_steps={lost}, allowed {k * len(events)} ({'ZeRO' if zero else 'DDP'})")
+    allowed = 0
+    for e in events:
+        disk = zero and disk_fallback_reason(e, replicas, save_every)
+        allowed += e.get("lost_steps", 0) if disk else k
+        if zero and e.get("from_checkpoint") and not disk:
+            fail("steps", f"generation {e['generation']} fell back to disk without R+1 consecutive ranks lost "
+                          f"(lost {e.get('lost')}, ring {e.get('prev_members')}, resumed after {e['resumed_after_step']})")
+    if lost < 0 or lost > max(allowed, k):
+        fail("steps", f"lost_steps={lost}, allowed {allowed} ({'ZeRO' if zero else 'DDP'})")
     # ---- params ----
     rep = f"{w}/replay"
     if not os.path.isfile(f"{rep}/done"):
@@ -133,14 +174,19 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
             segs.append((world, e["resumed_after_step"])); world = e["world_size"]
         segs.append((world, steps))
         done, ok = 0, True
+        # An interrupted replay goes on after its last finished segment (same segments).
+        first = 0
+        if os.path.isfile(f"{rep}/progress") and open(f"{rep}/segments").read().strip() == str(segs):
+            first, done = (int(x) for x in open(f"{rep}/progress").read().split())
+        with open(f"{rep}/segments", "w") as f: f.write(f"{segs}\n")
         for n, (ws, upto) in enumerate(segs):
-            if upto <= done and n < len(segs) - 1: continue
+            if n < first or (upto <= done and n < len(segs) - 1): continue
             cmd = [f"{binp}/launch", "-n", str(ws), f"{binp}/train", *args, "--steps", str(upto),
                    "--checkpoint-dir", f"{rep}/ck"] + (["--save-every", str(upto)] if upto < steps else []) + \
                   (["--resume"] if done else [])
-            if run(cmd, f"{rep}/seg{n}.log"): ok = False; fail("params", f"replay segment {n} (world {ws} to step {upto}) failed: {rep}/seg{n}.log"); break
+            if run(cmd, f"{rep}/seg{n}.log", job_env(w)): ok = False; fail("params", f"replay segment {n} (world {ws} to step {upto}) failed: {rep}/seg{n}.log"); break
             done = upto
-        with open(f"{rep}/segments", "w") as f: f.write(f"{segs}\n")
+            with open(f"{rep}/progress", "w") as f: f.write(f"{n + 1} {done}\n")
         if ok: open(f"{rep}/done", "w").close()
     if os.path.isfile(f"{rep}/done"):
         if run([f"{binp}/compare_runs", "--model", f"{w}/ck/model.safetensors", f"{rep}/ck/model.safetensors", "--rtol", "0"],
@@ -215,8 +261,21 @@ def self_test(w, binp):
         return subprocess.Popen(["bash", "-c", f'exec -a "{d}/train" sleep 60'])
     def hide_fault(d):
         rows = open(f"{d}/faults.log").read().splitlines(); open(f"{d}/faults.log", "w").write("\n".join(rows[:-2] + rows[-1:]) + "\n")
+    def unjustified_disk(d):
+        # A ZeRO recovery that says it came from disk with nobody lost: the rollback rule
+        # must refuse it (on a run with disk fallbacks, drop their lost ids instead).
+        for m in sorted(glob.glob(f"{d}/m[0-9]*.jsonl")):
+            rows = [json.loads(l) for l in open(m) if l.strip()]
+            ev = [j for j in rows if j.get("event") == "membership"]
+            if not ev: continue
+            for j in ev: j["from_checkpoint"], j["lost"] = True, []
+            open(m, "w").writelines(json.dumps(j) + "\n" for j in rows)
+            return
+    bugs = [("samples", drop_sample), ("samples", delete_log), ("steps", skip_step), ("params", flip_byte),
+            ("leftovers", leave_process), ("faults", hide_fault)]
+    if "--zero" in open(f"{w}/train.args").read().split(): bugs.append(("steps", unjustified_disk))
     bad = 0
-    for part, bug in [("samples", drop_sample), ("samples", delete_log), ("steps", skip_step), ("params", flip_byte), ("leftovers", leave_process), ("faults", hide_fault)]:
+    for part, bug in bugs:
         d = tempfile.mkdtemp(prefix="chaos_selftest.")
         shutil.copytree(w, d, dirs_exist_ok=True)
         proc = bug(d)

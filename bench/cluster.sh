@@ -14,9 +14,16 @@
 #                            one `BIN/launch -n LOCAL --rank-order ORDER` per host (node 0
 #                            serves the rendezvous at PORT), host I's output in LOG.hI;
 #                            fails when any host's launch does
+#   cluster_mpirun SLOTS ARGS...
+#                            Open MPI's `mpirun ARGS` across the hosts: mpirun in host 0's
+#                            namespace, orted on every other host through
+#                            bench/cluster_mpi_agent.sh (its rsh agent), a hostfile of the
+#                            hosts' addresses with SLOTS slots each, out-of-band and BTL TCP
+#                            traffic on the hosts' eth0 (ARGS add -n, --map-by, the program)
 #   cluster_down             remove every namespace (also done on EXIT)
 # Needs root (CAP_NET_ADMIN) and ip(8)/tc(8); cluster_up returns 77 with the reason on
 # stderr where namespaces, veth pairs, bridges or tc cannot be made.
+CLUSTER_BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 cluster_up() {
   local hosts=$1 rate=$2 i err
@@ -73,9 +80,25 @@ cluster_launch() {
   return $rc
 }
 
+cluster_mpirun() {
+  local slots=$1 i hostfile=/tmp/$CLUSTER_TAG.hostfile net=10.$CLUSTER_NET.0.0/16
+  shift
+  for ((i = 0; i < CLUSTER_HOSTS; i++)); do echo "$(cluster_addr $i) slots=$slots"; done >"$hostfile"
+  # pml ob1: the BTLs below, not UCX's own transports. Ranks of one host share memory
+  # (vader), as on real hosts; ranks of different hosts have different orteds, so Open MPI
+  # never uses vader between them. mpirun gets host 0's namespace name as its hostname, as
+  # the agent gives every orted its own (see there why).
+  CLUSTER_TAG=$CLUSTER_TAG OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    ip netns exec "$CLUSTER_TAG-h0" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "$CLUSTER_TAG-h0" \
+    "${MPIRUN:-mpirun}" --hostfile "$hostfile" --mca plm_rsh_agent "$CLUSTER_BENCH_DIR/cluster_mpi_agent.sh" \
+    --mca oob_tcp_if_include "$net" --mca btl_tcp_if_include "$net" --mca pml ob1 --mca btl tcp,vader,self \
+    --oversubscribe --bind-to none "$@"
+}
+
 cluster_down() {
   [[ -n ${CLUSTER_TAG:-} ]] || return 0
   local ns
   for ns in $(ip netns list | awk '{print $1}' | grep "^$CLUSTER_TAG-"); do ip netns del "$ns" 2>/dev/null; done
+  rm -f "/tmp/$CLUSTER_TAG.hostfile"
   CLUSTER_TAG=
 }

@@ -64,9 +64,7 @@ using CarriedStatePtr = std::shared_ptr<const CarriedState>;
 
 // The group change a new generation's members adopt the state across.
 struct GroupChange {
-  int old_world = 0;                // members of the previous generation
-  std::vector<bool> old_rank_alive; // by rank in it: still a member
-  ElasticProgress mine;             // this member's (step -1 for a newcomer)
+  ElasticProgress mine;  // this member's (step -1 for a newcomer)
 };
 
 class ParallelStrategy {
@@ -136,8 +134,9 @@ class ParallelStrategy {
   // them (ElasticError, on every member, when a shard has no copy left).
   virtual ElasticProgress adopt_group_state(const GroupChange& change);
   // Collective, at a step boundary: keep what a later failure needs (ZeRO: a snapshot of
-  // every shard on its ring neighbour; DDP: nothing, every rank holds everything).
-  virtual void elastic_snapshot(const ElasticProgress& at) {}
+  // every shard on its `replicas` ring predecessors, named by the elastic `generation`
+  // it is taken in; DDP: nothing, every rank holds everything).
+  virtual void elastic_snapshot(const ElasticProgress& at, int generation, int replicas) {}
 
   // This rank's model-state bytes, counted from the buffers (model_state_memory.h).
   virtual ModelStateBytes memory_bytes() const = 0;

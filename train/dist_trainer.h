@@ -93,6 +93,7 @@ struct DistTrainConfig {
   bool elastic = false;          // enable_elastic() will follow: the world may change, so ZeRO-3 builds the whole model
   bool elastic_join = false;     // elastic: this process joins a running job (state comes from the members)
   int64_t elastic_snapshot_every = 10;  // elastic ZeRO: steps between neighbour snapshots (K)
+  int elastic_snapshot_replicas = 1;    // elastic ZeRO: ring successors whose shard each rank copies (R)
   std::string sample_log;        // test hook: append "step world rank index..." per completed step to this file
   bool memory_check = true;      // refuse, before allocating, a job this host cannot hold (memory_check.h)
   std::string state_dump;        // test hook: at the end every rank writes its model (parameters at full
@@ -127,11 +128,13 @@ struct ElasticContext {
 struct MembershipChange {
   int generation = 0;
   int world_size = 0;
-  std::vector<std::string> lost;    // ids that left (died, hung, unreachable)
+  std::vector<std::string> prev_members;  // ids of the group that trained before, by rank
+  std::vector<std::string> lost;    // ids of it that left (died, hung, unreachable)
   int joined = 0;                   // newcomers taken in
   int64_t resumed_after_step = 0;   // the step the group goes on from
   int64_t lost_steps = 0;           // completed steps the survivors had to give up
   double recovery_s = 0;            // from the failure seen here to the new group's state in place
+  bool from_checkpoint = false;     // the state was not in memory: the last checkpoint on disk
   std::string reason;
 };
 
@@ -200,7 +203,8 @@ struct TrainCallbacks {
   // Elastic: this rank leaves its generation (every rank that does, with its reason).
   std::function<void(int generation, const std::string& why)> on_leave;
   // Test hook: called inside each step at "forward", "backward", "sync" (gradients in
-  // flight, before waiting for them) and "update" (before the optimizer step).
+  // flight, before waiting for them) and "update" (before the optimizer step); elastic:
+  // "adopt" (a member of a new generation, before it takes the group's state).
   std::function<void(int64_t step, const char* phase)> on_phase;
 };
 
@@ -279,8 +283,12 @@ class DistTrainer {
   void reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t);
   // Collective on a new generation's communicator: every member takes the group's state
   // (ParallelStrategy::adopt_group_state; the last checkpoint when it cannot be had).
-  // Returns the completed steps given up.
-  int64_t sync_state(bool have_state, const TrainCallbacks& cb);
+  // Returns the completed steps given up and whether the state came from disk.
+  struct StateSync {
+    int64_t lost_steps = 0;
+    bool from_checkpoint = false;
+  };
+  StateSync sync_state(bool have_state, const TrainCallbacks& cb);
   // Elastic: the strategy keeps what a later failure needs (every K steps, and at once in
   // a new group).
   void elastic_snapshot();
@@ -315,6 +323,9 @@ class DistTrainer {
   void switch_communicator(const TrainCallbacks& cb);
   std::unique_ptr<ElasticContext> elastic_;
   std::chrono::steady_clock::time_point last_join_check_{};
+  // Elastic: this process holds training state (a joiner only once it took the group's:
+  // until then a re-form must not offer its untrained parameters as the group's).
+  bool holds_state_ = true;
 };
 
 }  // namespace dpt

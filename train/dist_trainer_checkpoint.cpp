@@ -247,9 +247,14 @@ bool DistTrainer::load_latest_checkpoint() {
   } else {  // written before sample_position existed: the same world size is assumed
     position_ = size_t(required_int(meta, "batches_done", model_path)) * config_.batch_size * size_t(comm_->size());
   }
+  // The last step of an epoch may end up to world-1 positions past the data set (the
+  // sampler pads the epoch to a multiple of the world size): that epoch is complete.
+  const size_t writer_world = meta.count("world_size") ? size_t(required_int(meta, "world_size", model_path)) : 1;
+  if (position_ > train_->size() && position_ < train_->size() + writer_world) position_ = train_->size();
   if (position_ > train_->size())
     throw CheckpointError(model_path, "sample_position " + std::to_string(position_) + " is past the dataset's " +
-                                          std::to_string(train_->size()) + " samples (another dataset?)");
+                                          std::to_string(train_->size()) + " samples by more than the padding of " +
+                                          std::to_string(writer_world) + " rank(s) (another dataset?)");
   return true;
 }
 

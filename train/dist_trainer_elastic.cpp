@@ -43,17 +43,14 @@ bool DistTrainer::joiners_waiting() {
 }
 
 void DistTrainer::elastic_snapshot() {
-  if (elastic_) strategy_->elastic_snapshot({step_, epoch_, position_});
+  if (elastic_) strategy_->elastic_snapshot({step_, epoch_, position_}, elastic_->membership.generation, config_.elastic_snapshot_replicas);
 }
 
-int64_t DistTrainer::sync_state(bool have_state, const TrainCallbacks& cb) {
-  const Membership& m = elastic_->membership;
+DistTrainer::StateSync DistTrainer::sync_state(bool have_state, const TrainCallbacks& cb) {
   GroupChange change;
-  change.old_world = int(m.lost.size() + size_t(std::count_if(m.prev_ranks.begin(), m.prev_ranks.end(), [](int r) { return r >= 0; })));
-  change.old_rank_alive.assign(size_t(change.old_world), false);
-  for (int r : m.prev_ranks)
-    if (r >= 0) change.old_rank_alive[size_t(r)] = true;
   if (have_state) change.mine = {step_, epoch_, position_};
+  // Test hook (--debug-signal R:S:adopt): a member dying while the group takes its state.
+  if (have_state && cb.on_phase) cb.on_phase(step_ + 1, "adopt");
   // The newest step any survivor completed, for the lost-steps count.
   int64_t newest = have_state ? step_ : -1;
   comm_->allreduce(make_buffer(&newest, 1), ReduceOp::max);
@@ -72,13 +69,13 @@ int64_t DistTrainer::sync_state(bool have_state, const TrainCallbacks& cb) {
       cb.on_event(why + ": falling back to the checkpoint of step " + std::to_string(step_));
     }
     elastic_snapshot();
-    return newest - step_;
+    return {newest - step_, true};
   }
   step_ = at.step;
   epoch_ = at.epoch;
   position_ = at.position;
   elastic_snapshot();  // the old world's snapshots are no use in this one
-  return newest - step_;
+  return {newest - step_, false};
 }
 
 void DistTrainer::reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t) {
@@ -97,6 +94,9 @@ void DistTrainer::reform(const std::string& why, bool planned, const TrainCallba
   const auto params = model_->flat_params();
   const std::vector<float> kept(params.begin(), params.end());
   Membership m = elastic_->membership;
+  // Who trained in the group being left: the event's lost and joined count against it,
+  // not against a generation that formed and failed again before training.
+  const std::vector<std::string> trained = m.ids;
   for (;;) {
     const int prev_rank = m.rank;
     m = elastic_->rendezvous->form(m.generation + 1, prev_rank);
@@ -115,14 +115,19 @@ void DistTrainer::reform(const std::string& why, bool planned, const TrainCallba
       if (sync_bn_) sync_bn_->set_communicator(*comm_);
       owned_comm_ = std::move(next);  // the failed one (if it was ours) goes
       elastic_->membership = m;
-      const int64_t lost = sync_state(true, cb);
+      const StateSync sync = sync_state(holds_state_, cb);
+      holds_state_ = true;
+      const int64_t lost = sync.lost_steps;
       MembershipChange c;
       c.generation = m.generation;
       c.world_size = m.size();
-      c.lost = m.lost;
-      c.joined = int(std::count(m.prev_ranks.begin(), m.prev_ranks.end(), -1));
+      for (const auto& id : trained)
+        if (std::find(m.ids.begin(), m.ids.end(), id) == m.ids.end()) c.lost.push_back(id);
+      for (const auto& id : m.ids) c.joined += std::find(trained.begin(), trained.end(), id) == trained.end();
       c.resumed_after_step = step_;
       c.lost_steps = lost;
+      c.prev_members = trained;
+      c.from_checkpoint = sync.from_checkpoint;
       c.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();
       c.reason = why;
       if (!planned) {

@@ -45,9 +45,21 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
   Totals t;
   const auto t_start = Clock::now();
   std::vector<Batch> micro(size_t(config_.grad_accum));
-  // A process joining a running elastic job takes the members' state first.
-  if (config_.elastic_join) sync_state(false, cb);
-  else elastic_snapshot();  // elastic ZeRO: the start is the first snapshot
+  // A process joining a running elastic job takes the members' state first. Should a
+  // member fail meanwhile, the group re-forms and the joiner, still holding nothing,
+  // arrives in the next generation with it instead of exiting (a launcher restart spent).
+  if (config_.elastic_join) {
+    holds_state_ = false;
+    try {
+      sync_state(false, cb);
+      holds_state_ = true;
+    } catch (const CommError& e) {
+      if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const MismatchError*>(&e)) throw;
+      reform(std::string("taking the group's state: ") + e.what(), false, cb, t);
+    }
+  } else {
+    elastic_snapshot();  // elastic ZeRO: the start is the first snapshot
+  }
   bool done = last_step_reached();
   bool evaluated_at_end = false;
   int64_t first_step = step_ + 1;

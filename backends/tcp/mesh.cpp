@@ -265,7 +265,7 @@ Mesh build_mesh(Store& store, const MeshConfig& cfg) {
             listener.bound.host() + " " + std::to_string(listener.port()));
   if (cfg.publish_more) cfg.publish_more();
   mesh.published_at_ms = wall_ms();
-  rendezvous(store, cfg.prefix, cfg.rank, cfg.world, cfg.timeout, cfg.ctx);
+  rendezvous(store, cfg.prefix, cfg.rank, cfg.world, cfg.timeout, cfg.ctx, cfg.gone);
   auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
   mesh.job_id = std::stoull(store.get(cfg.prefix + "/job", std::max(left, Millis(1))));
   mesh.joined_at_ms = wall_ms();

@@ -47,6 +47,8 @@ struct MeshConfig {
   // When set: called once this rank's address is published, before it joins the
   // rendezvous, to publish more (every rank's is there once the rendezvous completes).
   std::function<void()> publish_more;
+  // When set: rank r, not yet at the rendezvous, never will be (see rendezvous()).
+  std::function<bool(int rank)> gone;
 };
 
 struct Mesh {

@@ -41,6 +41,7 @@ struct MeetIn {
   uint64_t comm_id;
   Millis timeout;
   ErrorContext ctx;
+  std::function<bool(int rank)> gone = {};
 };
 
 // Every rank's host_id_digest, through the store: each rank publishes its own
@@ -95,6 +96,7 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   cfg.comm_id = m.comm_id;
   cfg.prefix = m.prefix;
   cfg.timeout = m.timeout;
+  cfg.gone = m.gone;
   cfg.ctx = m.ctx;
   cfg.token = m.token;
   log::set_rank(m.rank);
@@ -210,7 +212,7 @@ std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRen
     return std::make_unique<TcpCommunicator>(0, 1, options, std::move(none), nullptr, nullptr);
   }
   warn_if_no_job_token(r.job_token);
-  MeetIn m{r.rank, r.world_size, r.peer_hint, r.job_token, r.prefix, r.comm_id, r.timeout, ctx};
+  MeetIn m{r.rank, r.world_size, r.peer_hint, r.job_token, r.prefix, r.comm_id, r.timeout, ctx, r.gone};
   return meet_in_store(r.store, m, options, nullptr);
 }
 

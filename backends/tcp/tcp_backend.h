@@ -1,6 +1,7 @@
 #pragma once
 // The tcp backend's public face: how to start it. Everything else about it is private
 // to backends/tcp (see tcp_communicator.h for the design).
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,9 @@ struct TcpStoreRendezvous {
   std::string peer_hint = "127.0.0.1";
   std::string job_token;  // every mesh connection proves it (comm/job_token.h)
   Millis timeout{120000}; // rendezvous deadline
+  // When set: rank r, not yet at the rendezvous, never will be (an elastic job's dead
+  // member), so the build fails at once instead of at the deadline.
+  std::function<bool(int rank)> gone;
 };
 std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRendezvous& r, CommOptions options);
 // The world communicator of a job its launcher started (`li`: detect_launch()). Rank 0

@@ -196,7 +196,13 @@ Membership ElasticRendezvous::form(int g, int prev_rank) {
       const bool settled = Clock::now() - t0 >= limits_.settle && count >= limits_.min;
       if (all_in || settled) try_close(g, prev);
     }
-    if (Clock::now() - t0 > limits_.timeout)
+    // Only a member gives up: a newcomer holds nothing and waits until it is taken in,
+    // the job is done, or the store is gone. (With a timeout of its own, a newcomer whose
+    // wait outlasted the members' failing communicator builds, each up to the rendezvous
+    // timeout, exited just as they closed the next generation with it in the list; that
+    // generation then failed waiting for it, and its restart arrived in the next: chaos
+    // runs livelocked so.)
+    if (survivor && Clock::now() - t0 > limits_.timeout)
       throw TimeoutError(ErrorContext{-1, -1, "elastic", "rendezvous", -1, g},
                          "generation " + std::to_string(g) + " did not form within " +
                              std::to_string(limits_.timeout.count() / 1000) + " s (process " + id_ + ")");

@@ -45,7 +45,7 @@ struct ElasticLimits {
   int min = 1;
   int max = INT_MAX;
   Millis settle{std::chrono::seconds(10)};  // see "closing"
-  Millis timeout{std::chrono::minutes(5)};  // how long a process waits for a list to close
+  Millis timeout{std::chrono::minutes(5)};  // how long a member waits for a list to close (a newcomer: no limit)
 };
 
 struct Membership {
@@ -73,8 +73,9 @@ class ElasticRendezvous {
   // Arrives in generation `g` as a member of g-1 with rank `prev_rank` (-1: a newcomer,
   // which closes the list only when every member of g-1 is dead), waits until the list closes, returns it. A newcomer
   // still waiting when the job is done gets an excluded membership.
-  // ElasticError when it closed with fewer than min members; TimeoutError when it did
-  // not close within limits.timeout.
+  // ElasticError when it closed with fewer than min members; TimeoutError (a member only)
+  // when it did not close within limits.timeout: a newcomer waits until it is taken in,
+  // the job is done, or the store is gone.
   Membership form(int g, int prev_rank);
   // The newest closed generation, -1 before generation 0 closed.
   int current();

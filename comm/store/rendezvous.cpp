@@ -28,7 +28,7 @@ std::string format_rank_list(const std::vector<int>& ranks) {
 }
 
 void rendezvous(Store& store, const std::string& prefix, int rank, int world, Millis timeout,
-                ErrorContext ctx) {
+                ErrorContext ctx, const std::function<bool(int rank)>& gone) {
   ctx.op = "rendezvous";
   if (world <= 0 || rank < 0 || rank >= world)
     throw UsageError(ctx, "rank " + std::to_string(rank) + " is outside [0, " + std::to_string(world) +
@@ -71,6 +71,14 @@ void rendezvous(Store& store, const std::string& prefix, int rank, int world, Mi
       break;
     } catch (const TimeoutError&) {
       check_duplicate();
+      if (gone) {
+        std::vector<int> dead;
+        for (int r = 0; r < world; ++r)
+          if (!store.check(rank_key(r)) && gone(r)) dead.push_back(r);
+        if (!dead.empty())
+          throw PeerError(ctx, "rank(s) " + format_rank_list(dead) + " will not join: the process exited before it " +
+                                   "reached the rendezvous");
+      }
       if (Clock::now() < deadline) continue;
     }
     std::vector<int> missing;

@@ -6,6 +6,7 @@
 //   <prefix>/rank/<r>     counter: how many processes claimed rank r (1 is right)
 //   <prefix>/world        world size as rank 0 sees it
 //   <prefix>/duplicate    set by a process that found its rank already taken
+#include <functional>
 #include <string>
 
 #include "comm/error.h"
@@ -18,9 +19,11 @@ namespace dpt {
 //   UsageError    a rank claimed twice (two processes with the same RANK), or a rank
 //                 outside [0, world)
 //   MismatchError ranks disagree about the world size
+//   PeerError     `gone` says a rank that has not arrived never will (an elastic
+//                 job's launcher saw the process exit): no use waiting out the timeout
 // `ctx` supplies rank/backend for error messages.
 void rendezvous(Store& store, const std::string& prefix, int rank, int world, Millis timeout,
-                ErrorContext ctx = {});
+                ErrorContext ctx = {}, const std::function<bool(int rank)>& gone = {});
 
 // "[0, 2, 5-7]": compact list of ranks for error messages.
 std::string format_rank_list(const std::vector<int>& ranks);

@@ -227,7 +227,7 @@ ModelStateBytes ZeroStrategy::memory_bytes() const {
 
 // ---- elastic ----
 
-void ZeroStrategy::elastic_snapshot(const ElasticProgress& at) {
+void ZeroStrategy::elastic_snapshot(const ElasticProgress& at, int generation, int replicas) {
   settle();  // the parameters must be this step's everywhere
   ShardState own;
   const auto p = param_shard();
@@ -236,7 +236,8 @@ void ZeroStrategy::elastic_snapshot(const ElasticProgress& at) {
   else own.params.assign(p.begin(), p.end());
   for (auto& [name, span] : optimizer_->state_buffers()) own.optimizer.emplace_back(name, std::vector<float>(span.begin(), span.end()));
   own.optimizer_steps = optimizer_->step_count();
-  auto snap = std::make_shared<ZeroSnapshot>(exchange_snapshot(*comm_, layout_, std::move(own), at.step, at.epoch, at.position));
+  auto snap = std::make_shared<ZeroSnapshot>(exchange_snapshot(*comm_, layout_, std::move(own), at.step, at.epoch, at.position,
+                                                                   generation, replicas));
   previous_ = std::move(committed_);
   committed_ = std::move(snap);
 }
@@ -263,23 +264,14 @@ void ZeroStrategy::carry_in(const CarriedStatePtr& state) {
 }
 
 ElasticProgress ZeroStrategy::adopt_group_state(const GroupChange& change) {
-  // The oldest committed snapshot among the survivors: every one of them still holds it
-  // (as its committed or its previous one).
-  const bool survivor = change.mine.step >= 0 && committed_;
-  int64_t s = survivor ? committed_->step : std::numeric_limits<int64_t>::max();
-  comm_->allreduce(make_buffer(&s, 1), ReduceOp::min);
-  if (s == std::numeric_limits<int64_t>::max()) throw ElasticError("elastic ZeRO: no member of the new group holds a snapshot");
-  const ZeroSnapshot* snap = nullptr;
-  if (survivor) {
-    if (committed_->step == s) snap = committed_.get();
-    else if (previous_ && previous_->step == s) snap = previous_.get();
-    else throw std::logic_error("elastic ZeRO: this rank holds no snapshot of step " + std::to_string(s));
-  }
+  // The survivors' snapshots (a newcomer has none); the members agree on one and
+  // assemble it (zero_elastic_snapshot.h).
+  std::vector<const ZeroSnapshot*> held;
+  if (change.mine.step >= 0 && committed_) held = {committed_.get(), previous_.get()};
   std::vector<std::string> names;
   for (auto& [name, span] : optimizer_->state_buffers()) names.push_back(name);
-  const ShardLayout old(model_.num_params(), change.old_world);
-  FullState full = assemble_full_state(*comm_, snap, old, names, change.old_rank_alive);
-  // Every rank now holds the whole state of step s: take the model, cut the own shard.
+  RestoredState full = restore_from_snapshots(*comm_, held, model_.num_params(), names);
+  // Every rank now holds the whole state of the snapshot's step: take the model, cut the own shard.
   auto params = model_.flat_params();
   std::copy(full.params.begin(), full.params.end(), params.begin());
   const size_t b = std::min(layout_.begin(comm_->rank()), layout_.numel), n = layout_.real_numel(comm_->rank());
@@ -295,10 +287,7 @@ ElasticProgress ZeroStrategy::adopt_group_state(const GroupChange& change) {
     master_->round_working(model_.flat_params());
   }
   if (gatherer_) gatherer_->release_all();
-  // Where step s stood: from the snapshot (newcomers learn it here).
-  int64_t where[2] = {snap ? int64_t(snap->epoch) : 0, snap ? int64_t(snap->position) : 0};
-  comm_->allreduce(make_buffer(where, 2), ReduceOp::max);
-  return {s, int(where[0]), size_t(where[1])};
+  return {full.step, full.epoch, full.position};
 }
 
 }  // namespace dpt

@@ -89,7 +89,7 @@ class ZeroStrategy : public ParallelStrategy {
   CarriedStatePtr carry_out() override;
   void carry_in(const CarriedStatePtr& state) override;
   ElasticProgress adopt_group_state(const GroupChange& change) override;
-  void elastic_snapshot(const ElasticProgress& at) override;
+  void elastic_snapshot(const ElasticProgress& at, int generation, int replicas) override;
 
   const ShardLayout& layout() const { return layout_; }
   // This rank's gradient shard as the step sees it (a view into the model's padded

@@ -154,3 +154,22 @@ TEST_CASE("elastic: a newcomer waits for the members, joins after the survivors,
   watcher.mark_done();
   CHECK(watcher.done());
 }
+
+TEST_CASE("elastic: a newcomer outwaits its timeout until the members arrive", "[elastic]") {
+  // The members reach generation 1 only after their communicator builds failed for
+  // longer than the timeout (chaos runs: each up to the rendezvous timeout). A newcomer
+  // that gave up then left a dead id in the list the members closed, and its restart
+  // arrived one generation too late, over and over.
+  Job job(1, 3, 200ms);
+  std::vector<std::future<Membership>> g0;
+  for (const char* id : {"a", "b"}) g0.push_back(job.arrive(id, 0, -1));
+  REQUIRE(all(g0)[0].size() == 2);
+  job.limits.timeout = 1s;
+  auto newcomer = job.arrive("c.new", 1, -1);
+  CHECK(newcomer.wait_for(1500ms) == std::future_status::timeout);  // past its timeout, still waiting
+  auto a = job.arrive("a", 1, 0);
+  auto b = job.arrive("b", 1, 1);
+  Membership ma = a.get(), mb = b.get(), mc = newcomer.get();
+  CHECK(ma.ids == std::vector<std::string>{"a", "b", "c.new"});
+  CHECK(mc.rank == 2);
+}

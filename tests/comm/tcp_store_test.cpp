@@ -260,6 +260,33 @@ TEST_CASE("rendezvous: a missing rank is named at the timeout") {
   }
 }
 
+TEST_CASE("rendezvous: a rank known to be gone fails it at once, not at the deadline", "[store]") {
+  // An elastic member that died after its generation's list closed: its launcher marked
+  // it dead, and the others need not wait out the rendezvous timeout for it.
+  TcpStoreServer server("127.0.0.1", 0);
+  std::vector<std::string> errors(2);
+  std::vector<double> seconds(2);
+  std::vector<std::thread> ts;
+  for (int r : {0, 1}) {
+    ts.emplace_back([&, r] {
+      auto c = client_for(server);
+      const auto t0 = Clock::now();
+      try {
+        rendezvous(c, "job", r, 3, 20000ms, {}, [](int rank) { return rank == 2; });
+      } catch (const PeerError& e) {
+        errors[size_t(r)] = e.what();
+      }
+      seconds[size_t(r)] = std::chrono::duration<double>(Clock::now() - t0).count();
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (int r : {0, 1}) {
+    INFO(errors[size_t(r)]);
+    CHECK(errors[size_t(r)].find("rank(s) [2] will not join") != std::string::npos);
+    CHECK(seconds[size_t(r)] < 5.0);
+  }
+}
+
 TEST_CASE("rendezvous: a duplicate rank is rejected clearly and quickly") {
   TcpStoreServer server("127.0.0.1", 0);
   std::vector<std::string> errors(3);

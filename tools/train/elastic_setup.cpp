@@ -94,6 +94,9 @@ std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
     r.peer_hint = addr;
     r.job_token = token;
     r.timeout = rdzv_timeout;
+    // A member that died after the list closed (its launcher marked it dead) fails the
+    // build at once; its peers re-form without waiting out the rendezvous timeout.
+    r.gone = [store, ids = m.ids](int rank) { return store->check("elastic/dead/" + ids[size_t(rank)]); };
     return dpt::create_tcp_communicator_in_store(r, options);
   };
   // A job already running (this is a restarted or late process): arrive as a newcomer.

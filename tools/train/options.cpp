@@ -170,12 +170,13 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("metrics-out", po::value(&o.metrics_out)->default_value(""), "write JSON lines of metrics here (rank 0)")
     ("switch-backend", po::value(&o.switch_backend)->default_value(""), "STEP:NAME switch to backend NAME once STEP steps are done")
     ("elastic-snapshot-every", po::value(&o.cfg.elastic_snapshot_every)->default_value(10), "elastic ZeRO: steps between in-memory copies of every shard on its ring neighbour (the steps a failure may cost)")
+    ("elastic-snapshot-replicas", po::value(&o.cfg.elastic_snapshot_replicas)->default_value(1), "elastic ZeRO: ring neighbours each shard is copied to (R): any R ranks may die at once without falling back to disk; costs R shards of memory and traffic per snapshot")
     ("elastic", po::bool_switch(&o.elastic), "survive dead ranks: the others re-form a smaller group and go on; newcomers join at a step boundary (tcp backend, under launch --elastic; docs/elastic.md)")
     ("debug-collectives", po::bool_switch()->notifier([](bool on) { if (on) ::setenv("COMM_DEBUG_COLLECTIVES", "1", 1); }), "check before each collective that all ranks issue the same one (COMM_DEBUG_COLLECTIVES=1)")
     ("ignore-memory-check", po::bool_switch()->notifier([&o](bool on) { o.cfg.memory_check = !on; }), "start even when the model states and activations estimated per host exceed its available memory (docs/gpt2.md)")
     ("exit-after-step", po::value(&o.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
     ("debug-uneven", po::value(&o.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
-    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP][,...] sends SIGKILL (or SIGSTOP) to the process that started as rank R, inside step S at forward, backward, sync or update")
+    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP][,...] sends SIGKILL (or SIGSTOP) to the process that started as rank R, inside step S at forward, backward, sync or update, or at adopt (elastic: while a new generation takes the group's state before step S)")
     ("debug-sample-log", po::value(&o.cfg.sample_log)->default_value(""), "testing: append 'step world rank index...' for every completed step to PREFIX.<elastic id or rankN>")
     ("no-broadcast-buffers", po::bool_switch(&o.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
     ("sync-bn", po::bool_switch(&o.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")
@@ -261,6 +262,9 @@ void check_options(Options& o, const po::variables_map& vm) {
     if (!o.switch_backend.empty()) throw std::invalid_argument("--elastic and --switch-backend cannot be combined");
     if (o.cfg.elastic_snapshot_every < 1)
       throw std::invalid_argument("--elastic-snapshot-every must be at least 1, got " + std::to_string(o.cfg.elastic_snapshot_every));
+    if (o.cfg.elastic_snapshot_replicas < 1)
+      throw std::invalid_argument("--elastic-snapshot-replicas must be at least 1 (copies of each shard on its ring neighbours), got " +
+                                  std::to_string(o.cfg.elastic_snapshot_replicas));
   }
   if (o.cfg.resume && o.cfg.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
   if (o.cfg.save_every > 0 && o.cfg.checkpoint_dir.empty())

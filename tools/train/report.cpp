@@ -166,6 +166,7 @@ dpt::TrainCallbacks Reporter::callbacks(std::function<void(int64_t, const char*)
         metrics_ << nlohmann::json{{"event", "membership"}, {"generation", m.generation}, {"world_size", m.world_size},
                                   {"lost", m.lost}, {"joined", m.joined}, {"resumed_after_step", m.resumed_after_step},
                                   {"lost_steps", m.lost_steps}, {"recovery_s", m.recovery_s}, {"reason", m.reason},
+                                  {"prev_members", m.prev_members}, {"from_checkpoint", m.from_checkpoint},
                                   {"unix_time", now_unix()}}.dump()
                 << "\n" << std::flush;
     };

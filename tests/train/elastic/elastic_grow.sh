@@ -19,9 +19,14 @@
 #     --rtol 0);
 #   * -n 3:4 without restarts, ranks 1 and 2 killed in one step: the group would shrink
 #     below 3, so the job ends with an error naming the lost ranks (and no hang).
-#   elastic_grow.sh <bin dir>        (ELASTIC_KEEP=1: keep the work directory and say where)
+#   elastic_grow.sh <bin dir> [join-fault]   (ELASTIC_KEEP=1: keep the work directory)
+# join-fault: the same growth, but the survivor started as rank 2 dies (--debug-signal
+# 2:GATE+1:adopt) while generation 2 takes the group's state, so the newcomer's state
+# transfer fails: it re-forms with the others (generation 3: world size 3, lost
+# [n0.l2.i0], joined 1) instead of exiting with its slot's one restart spent (before:
+# the job ended at world size 2); samples and parameters checked as above.
 set -euo pipefail
-bin=$1
+bin=$1 mode=${2:-grow}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 launcher=""
@@ -44,10 +49,16 @@ steps=120 gate=40   # 120 steps of <= 4 x 64 samples: within the first epoch
 fail() { echo "FAIL: $*"; exit 1; }
 source "$here/elastic_procs.sh"
 
+extra_signal="" final_world=4 ids=n0.l0.i0,n0.l1.i0,n0.l2.i0,n0.l3.i0,n0.l1.i1 killed=(--killed n0.l1.i0:30)
+case $mode in
+  grow) ;;
+  join-fault) extra_signal=",2:$((gate + 1)):adopt" final_world=3 killed+=(--killed "n0.l2.i0:$((gate + 1))");;
+  *) fail "unknown mode '$mode' (grow or join-fault)";;
+esac
 export HOLD_NEWCOMER_ID=n0.l1.i1 HOLD_NEWCOMER_GO=$work/go
 "$bin/launch" --elastic -n 2:4 --max-restarts 1 "$here/hold_newcomer.sh" "$bin/train" --elastic "${args[@]}" --steps $steps \
   --metrics-out "$work/grow.jsonl" --debug-sample-log "$work/samples" --debug-state-dump "$work/dump" \
-  --debug-signal "1:30:sync,0:$gate:forward:STOP,2:$gate:forward:STOP,3:$gate:forward:STOP" > "$work/grow.log" 2>&1 &
+  --debug-signal "1:30:sync,0:$gate:forward:STOP,2:$gate:forward:STOP,3:$gate:forward:STOP$extra_signal" > "$work/grow.log" 2>&1 &
 launcher=$!
 # The gate: the survivors (started as ranks 0, 2, 3) stopped at step $gate.
 wait_stopped "$launcher" "$work/grow.log" "grow (gate at step $gate)" n0.l0.i0 n0.l2.i0 n0.l3.i0
@@ -64,28 +75,36 @@ launcher=""
 grep -q "restarting slot 1 as n0.l1.i1" "$work/grow.log" || fail "grow: the launcher did not restart slot 1"
 grep -qE "elastic: generation 1: world size 3 \(lost \[n0.l1.i0\], joined 0\)" "$work/grow.log" ||
   { grep "elastic: generation" "$work/grow.log"; fail "grow: the survivors did not go on at world size 3 (generation 1)"; }
-grep -qE "elastic: generation 2: world size 4 \(lost \[\], joined 1\); resuming after step $gate," "$work/grow.log" ||
-  { grep "elastic: generation" "$work/grow.log"; fail "grow: the newcomer did not join (generation 2, world size 4) after step $gate"; }
-awk '/"event":"membership"/ && /"generation":2/ && /"joined":1/ && /"world_size":4/ { found = 1 } END { exit !found }' "$work/grow.jsonl" ||
-  { grep membership "$work/grow.jsonl"; fail "grow: no membership event with the newcomer joined"; }
+if [[ $mode == grow ]]; then
+  grep -qE "elastic: generation 2: world size 4 \(lost \[\], joined 1\); resuming after step $gate," "$work/grow.log" ||
+    { grep "elastic: generation" "$work/grow.log"; fail "grow: the newcomer did not join (generation 2, world size 4) after step $gate"; }
+  awk '/"event":"membership"/ && /"generation":2/ && /"joined":1/ && /"world_size":4/ { found = 1 } END { exit !found }' "$work/grow.jsonl" ||
+    { grep membership "$work/grow.jsonl"; fail "grow: no membership event with the newcomer joined"; }
+else
+  grep -q "leaving generation 2 as rank 3: taking the group's state:" "$work/grow.log" ||
+    { grep "elastic:" "$work/grow.log"; fail "join-fault: the newcomer did not re-form after its state transfer failed"; }
+  grep -qE "elastic: generation 3: world size 3 \(lost \[n0.l2.i0\], joined 1\); resuming after step $gate," "$work/grow.log" ||
+    { grep "elastic:" "$work/grow.log"; fail "join-fault: no generation 3 of world size 3 with the newcomer, after step $gate"; }
+fi
 final=$(grep "final:" "$work/grow.log") || fail "grow: no final line"
-for want in "steps=$steps " "world_size=4 " "recoveries=1 " "lost_steps=0"; do
+for want in "steps=$steps " "world_size=$final_world " "recoveries=1 " "lost_steps=0"; do
   grep -q -- "$want" <<< "$final" || { echo "$final"; fail "grow: the final line lacks '$want'"; }
 done
 /usr/bin/python3 "$here/check_samples.py" "$work/grow.jsonl" "$work/samples" $steps \
-  --ids n0.l0.i0,n0.l1.i0,n0.l2.i0,n0.l3.i0,n0.l1.i1 --killed n0.l1.i0:30 || fail "grow: samples"
+  --ids "$ids" "${killed[@]}" || fail "grow: samples"
 # The newcomer's final rank: the rank field of its last sample line.
 nr=$(tail -n 1 "$work/samples.n0.l1.i1" | cut -d' ' -f3)
-[[ $nr =~ ^[1-3]$ ]] || fail "grow: the newcomer's final rank is '$nr'"
-for r in 1 2 3; do
+[[ $nr =~ ^[1-3]$ && $nr -lt $final_world ]] || fail "grow: the newcomer's final rank is '$nr'"
+for ((r = 1; r < final_world; r++)); do
   [[ -s $work/dump.rank$r.safetensors && -s $work/dump.rank0.safetensors ]] || fail "grow: no state dump of rank $r or 0"
   who="rank $r"; [[ $r == "$nr" ]] && who="the newcomer n0.l1.i1 (rank $r)"
   "$bin/compare_runs" --model "$work/dump.rank0.safetensors" "$work/dump.rank$r.safetensors" --rtol 0 > "$work/cmp$r.log" ||
     { cat "$work/cmp$r.log"; fail "grow: the final parameters of $who differ from rank 0's"; }
 done
 grep -E "elastic: generation" "$work/grow.log" | sed 's/^/  /'
-echo "grow: rank 1 killed, 3 went on, the restarted process joined after step $gate, finished at" \
-     "world size 4; samples exact; its final parameters (rank $nr) = rank 0's, bitwise"
+echo "$mode: rank 1 killed, 3 went on, the restarted process joined after step $gate, finished at" \
+     "world size $final_world; samples exact; its final parameters (rank $nr) = rank 0's, bitwise"
+[[ $mode == grow ]] || exit 0
 
 if "$bin/launch" --elastic -n 3:4 "$bin/train" --elastic "${args[@]}" --steps 400 \
      --debug-signal "1:20:backward,2:20:backward" > "$work/min.log" 2>&1; then

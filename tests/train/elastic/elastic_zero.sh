@@ -5,7 +5,9 @@
 #     copies and go on: steps=N world_size=3 recoveries=1 lost_steps <= K, and the final
 #     parameters equal, bit for bit, a 3-rank run resumed from a checkpoint of that step;
 #   * two adjacent ranks killed in one step (ZeRO-2): rank 2's shard has no copy left, so
-#     the 2 survivors fall back to the last checkpoint on disk and say so.
+#     the 2 survivors fall back to the last checkpoint on disk and say so;
+#   * the same with --elastic-snapshot-replicas 2 (each shard also on its second ring
+#     predecessor): no disk, lost steps <= K, parameters bitwise a 2-rank resume.
 #   elastic_zero.sh <bin dir>
 set -euo pipefail
 bin=$1
@@ -54,4 +56,21 @@ for want in "steps=$steps " "world_size=2 " "recoveries=1 " "lost_steps=2"; do
   grep -q -- "$want" <<< "$final" || { echo "$final"; fail "adjacent: the final line lacks '$want'"; }
 done
 echo "adjacent ranks 1 and 2 killed in step 23: the 2 survivors fell back to the checkpoint of step 20 and finished"
+
+# The same kill with two copies of every shard: old rank 2's second copy is on rank 0.
+d=$work/replicas2
+mkdir -p "$d"
+"$bin/launch" --elastic -n 2:4 "$bin/train" --elastic --zero 2 --elastic-snapshot-every $k --elastic-snapshot-replicas 2 "${args[@]}" \
+  --steps $steps --checkpoint-dir "$d/ck" --metrics-out "$d/m.jsonl" --debug-signal "1:23:backward,2:23:backward" > "$d/log" 2>&1 ||
+  { tail -n 30 "$d/log"; fail "replicas 2: the job failed after two adjacent ranks were killed"; }
+! grep -q "falling back to the checkpoint" "$d/log" || fail "replicas 2: fell back to disk although every shard had a second copy"
+final=$(grep "final:" "$d/log")
+for want in "steps=$steps " "world_size=2 " "recoveries=1 "; do
+  grep -q -- "$want" <<< "$final" || { echo "$final"; fail "replicas 2: the final line lacks '$want'"; }
+done
+event=$(grep '"event":"membership"' "$d/m.jsonl") || fail "replicas 2: no membership event"
+s=$(field "$event" resumed_after_step) lost=$(field "$event" lost_steps)
+((s == 20 && lost <= k)) || fail "replicas 2: resumed after step $s with $lost steps lost, wanted the snapshot of step 20"
+RESUME_WORLDS="4 2" equals_resume "$bin" "$d" "$s" "$steps" "replicas 2" --zero 2 "${args[@]}"
+echo "replicas 2: ranks 1 and 2 killed in step 23: the 2 survivors rebuilt step 20 from the second copies, = 2-rank resume (bitwise)"
 echo "elastic ZeRO: passed"
