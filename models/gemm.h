@@ -20,7 +20,8 @@ namespace dpt {
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
            int lda, const float* b, int ldb, float beta, float* c, int ldc);
 // The same product on device pointers (cuBLAS, gpu::sgemm) when `cuda`, else sgemm();
-// recorded alike. sgemm_batched_on: `batch` products at fixed element strides.
+// recorded alike. sgemm_batched_on: `batch` products at fixed element strides (on the CPU
+// at bf16 precision, one gemm_bf16_batched call; at fp32, sgemm() on each member in turn).
 void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
               int lda, const float* b, int ldb, float beta, float* c, int ldc);
 void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -46,6 +47,11 @@ enum class GemmPrecision { f32, bf16 };
 const char* gemm_precision_name(GemmPrecision p);  // "fp32" / "bf16"
 void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                const float* b, int ldb, float beta, float* c, int ldc);
+// `batch` such products at element strides (member i: a + i*stride_a, b + i*stride_b,
+// c + i*stride_c), as one oneDNN matmul where native and C's members do not overlap.
+void gemm_bf16_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                       int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
+                       int64_t stride_c, int batch);
 // True where gemm_bf16 is native (oneDNN bf16 matmul on AMX or AVX512-BF16, not its
 // reference implementation): decided once, at the first call.
 bool bf16_gemm_native();

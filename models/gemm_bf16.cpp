@@ -131,8 +131,10 @@ dnnl_engine_t cpu_engine() {
   return engine;
 }
 
-// One matmul for one (transposes, m, n, k, ldc, alpha, beta, threads): operands dense
-// bf16 in their stored layout (A as m x k, or k x m read transposed), C f32 with ldc.
+// One matmul for one (transposes, m, n, k, ldc, alpha, beta, threads, batch, C's batch
+// stride): operands dense bf16 in their stored layout (A as m x k, or k x m read
+// transposed), one such matrix after another for a batch; C f32 with ldc, its batch
+// members stride_c apart. batch 1 is a plain 2-D product.
 struct Matmul {
   dnnl_primitive_t prim = nullptr;
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
@@ -148,19 +150,22 @@ struct Matmul {
   }
 };
 
-using MatmulKey = std::tuple<bool, bool, int, int, int, int, float, float, int>;
+using MatmulKey = std::tuple<bool, bool, int, int, int, int, float, float, int, int, int64_t>;
 
 std::unique_ptr<Matmul> make_matmul(bool trans_a, bool trans_b, int m, int n, int k, int ldc, float alpha,
-                                    float beta) {
+                                    float beta, int batch, int64_t stride_c) {
   auto mm = std::make_unique<Matmul>();
   dnnl_memory_desc_t a_md, b_md, c_md;
-  dnnl_dims_t a_dims = {m, k}, b_dims = {k, n}, c_dims = {m, n};
-  dnnl_dims_t a_strides = {trans_a ? 1 : k, trans_a ? m : 1};
-  dnnl_dims_t b_strides = {trans_b ? 1 : n, trans_b ? k : 1};
-  dnnl_dims_t c_strides = {ldc, 1};
-  check(dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_bf16, a_strides), "memory desc A");
-  check(dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_bf16, b_strides), "memory desc B");
-  check(dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_strides), "memory desc C");
+  const int64_t mk = int64_t(m) * k, kn = int64_t(k) * n;
+  dnnl_dims_t a_dims = {batch, m, k}, b_dims = {batch, k, n}, c_dims = {batch, m, n};
+  dnnl_dims_t a_strides = {mk, trans_a ? 1 : k, trans_a ? m : 1};
+  dnnl_dims_t b_strides = {kn, trans_b ? 1 : n, trans_b ? k : 1};
+  dnnl_dims_t c_strides = {stride_c, ldc, 1};
+  // batch 1: the 2-D descriptors (the dims and strides after the batch's).
+  const int nd = batch == 1 ? 2 : 3, off = 3 - nd;
+  check(dnnl_memory_desc_init_by_strides(&a_md, nd, a_dims + off, dnnl_bf16, a_strides + off), "memory desc A");
+  check(dnnl_memory_desc_init_by_strides(&b_md, nd, b_dims + off, dnnl_bf16, b_strides + off), "memory desc B");
+  check(dnnl_memory_desc_init_by_strides(&c_md, nd, c_dims + off, dnnl_f32, c_strides + off), "memory desc C");
   dnnl_matmul_desc_t desc;
   check(dnnl_matmul_desc_init(&desc, &a_md, &b_md, nullptr, &c_md), "dnnl_matmul_desc_init");
   dnnl_primitive_attr_t attr = nullptr;
@@ -190,12 +195,16 @@ std::unique_ptr<Matmul> make_matmul(bool trans_a, bool trans_b, int m, int n, in
 }
 
 // This thread's primitive for the key, made at its first use.
-Matmul& cached_matmul(bool trans_a, bool trans_b, int m, int n, int k, int ldc, float alpha, float beta) {
+Matmul& cached_matmul(bool trans_a, bool trans_b, int m, int n, int k, int ldc, float alpha, float beta,
+                      int batch = 1, int64_t stride_c = 0) {
   detail::onednn_threads_for(m, n, k);
   thread_local std::map<MatmulKey, std::unique_ptr<Matmul>> cache;
-  const MatmulKey key{trans_a, trans_b, m, n, k, ldc, alpha, beta, gemm_engine_threads(GemmEngine::onednn)};
+  if (batch == 1) stride_c = int64_t(m) * ldc;
+  const MatmulKey key{trans_a, trans_b, m, n, k, ldc, alpha, beta, gemm_engine_threads(GemmEngine::onednn), batch,
+                      stride_c};
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_matmul(trans_a, trans_b, m, n, k, ldc, alpha, beta)).first;
+  if (it == cache.end())
+    it = cache.emplace(key, make_matmul(trans_a, trans_b, m, n, k, ldc, alpha, beta, batch, stride_c)).first;
   return *it->second;
 }
 
@@ -211,22 +220,70 @@ dnnl_stream_t thread_stream() {
   return owner.s;
 }
 
+// `batch` products at element strides: each member's operands converted to dense bf16,
+// one after another, then one oneDNN matmul over all of them (a 3-D matmul lets oneDNN
+// pick its brgemm kernels for products too small to pay for a call each).
 void native_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                 const float* b, int ldb, float beta, float* c, int ldc) {
-  Matmul& mm = cached_matmul(trans_a, trans_b, m, n, k, ldc, alpha, beta);
+                 int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
+                 int64_t stride_c, int batch) {
+  // Members side by side in C's rows (attention's output, dV, dQ, dK): oneDNN 2.6 runs a
+  // 3-D matmul with such a destination on its gemm:jit path, not brgemm/AMX; a dense
+  // [batch, m, n] result scattered after costs one pass over C and takes the AMX kernel.
+  const bool side_by_side = batch > 1 && stride_c < int64_t(m) * ldc;
+  thread_local std::vector<float> dense_c;
+  float* out = c;
+  if (side_by_side) {
+    dense_c.resize(size_t(batch) * m * n);
+    out = dense_c.data();
+  }
+  Matmul& mm = side_by_side ? cached_matmul(trans_a, trans_b, m, n, k, n, alpha, 0.0f, batch, int64_t(m) * n)
+                            : cached_matmul(trans_a, trans_b, m, n, k, ldc, alpha, beta, batch, stride_c);
   thread_local std::vector<uint16_t> ha, hb;
   const Stored sa = stored_a(trans_a, m, k), sb = stored_b(trans_b, k, n);
-  ha.resize(size_t(sa.rows) * sa.cols);
-  hb.resize(size_t(sb.rows) * sb.cols);
-  convert_dense(a, sa.rows, sa.cols, lda, ha.data(), to_bf16_row_best);
-  convert_dense(b, sb.rows, sb.cols, ldb, hb.data(), to_bf16_row_best);
+  const size_t na = size_t(sa.rows) * sa.cols, nb = size_t(sb.rows) * sb.cols;
+  ha.resize(na * size_t(batch));
+  hb.resize(nb * size_t(batch));
+  if (batch == 1) {
+    convert_dense(a, sa.rows, sa.cols, lda, ha.data(), to_bf16_row_best);
+    convert_dense(b, sb.rows, sb.cols, ldb, hb.data(), to_bf16_row_best);
+  } else {  // every member's rows, as one parallel loop
+    // (Pointers, not the thread_local vectors: parallel_for's threads have their own.)
+    uint16_t* const da = ha.data();
+    uint16_t* const db = hb.data();
+    const int64_t rows = int64_t(batch) * (sa.rows + sb.rows);
+    auto body = [=](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t i = r / (sa.rows + sb.rows), j = r % (sa.rows + sb.rows);
+        if (j < sa.rows)
+          to_bf16_row_best(a + i * stride_a + j * lda, da + size_t(i) * na + size_t(j) * sa.cols, sa.cols);
+        else
+          to_bf16_row_best(b + i * stride_b + (j - sa.rows) * ldb, db + size_t(i) * nb + size_t(j - sa.rows) * sb.cols,
+                           sb.cols);
+      }
+    };
+    if (int64_t(batch) * int64_t(na + nb) < (int64_t{1} << 16)) body(0, rows);
+    else parallel_for(rows, parallel_grain(std::max(sa.cols, sb.cols)), body);
+  }
   check(dnnl_memory_set_data_handle(mm.a, ha.data()), "set A");
   check(dnnl_memory_set_data_handle(mm.b, hb.data()), "set B");
-  check(dnnl_memory_set_data_handle(mm.c, c), "set C");
+  check(dnnl_memory_set_data_handle(mm.c, out), "set C");
   dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}};
   dnnl_stream_t s = thread_stream();
   check(dnnl_primitive_execute(mm.prim, s, 3, args), "bf16 matmul");
   check(dnnl_stream_wait(s), "stream wait");
+  if (!side_by_side) return;
+  const float* src = dense_c.data();
+  auto scatter = [=](int64_t r0, int64_t r1) {  // row r of member i = r / m
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* from = src + r * n;
+      float* to = c + (r / m) * stride_c + (r % m) * ldc;
+      if (beta == 0.0f) std::memcpy(to, from, size_t(n) * sizeof(float));
+      else
+        for (int j = 0; j < n; ++j) to[j] = beta * to[j] + from[j];
+    }
+  };
+  if (int64_t(batch) * m * n < (int64_t{1} << 16)) scatter(0, int64_t(batch) * m);
+  else parallel_for(int64_t(batch) * m, parallel_grain(n), scatter);
 }
 #endif
 
@@ -292,9 +349,30 @@ void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
     throw std::invalid_argument("gemm_bf16: leading dimension below the row length (lda " + std::to_string(lda) +
                                 ", ldb " + std::to_string(ldb) + ", ldc " + std::to_string(ldc) + ")");
 #ifdef DPT_HAVE_ONEDNN
-  if (bf16_gemm_native()) return native_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (bf16_gemm_native())
+    return native_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
 #endif
   emulated_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_bf16_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                       int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
+                       int64_t stride_c, int batch) {
+  if (batch < 0) throw std::invalid_argument("gemm_bf16_batched: batch " + std::to_string(batch) + " < 0");
+#ifdef DPT_HAVE_ONEDNN
+  const Stored sa = stored_a(trans_a, m, k), sb = stored_b(trans_b, k, n);
+  // The one-call path needs a real product and C's members apart: one after another
+  // (attention's scores, a T x T block per head) or side by side within C's rows (its
+  // output, head h in columns h*hd ... of every row).
+  const bool apart = stride_c >= int64_t(m) * ldc || (stride_c >= n && int64_t(batch - 1) * stride_c + n <= ldc);
+  if (bf16_gemm_native() && batch > 1 && m > 0 && n > 0 && k > 0 && lda >= sa.cols && ldb >= sb.cols && ldc >= n &&
+      apart)
+    return native_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
+                       batch);
+#endif
+  for (int i = 0; i < batch; ++i)
+    gemm_bf16(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c,
+              ldc);
 }
 
 }  // namespace dpt

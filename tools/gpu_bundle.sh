@@ -9,6 +9,10 @@
 # its driver), and Open MPI's launcher, daemon, plugins and help texts. Open MPI is
 # relocated with OPAL_PREFIX, which re-derives every install path from the prefix.
 #
+# The llm.c anchor (docs/gpu.md) travels inside the build: BUILD_DIR/llmc holds llm.c's
+# train_gpt2cu when tools/llmc_build.sh made it, and the fortunes as llm.c token files
+# (made here with build/bin/llmc_data when the binary is there and the files are not).
+#
 # usage: tools/gpu_bundle.sh [BUILD_DIR] [OUT_DIR]     (defaults: build, .gpu)
 # On the GPU machine: source OUT_DIR/env.sh (from the repository root), then run
 # tools/gpu_verify.sh.
@@ -18,9 +22,20 @@ out=${2:-.gpu}
 [[ -x $build/bin/train ]] || { echo "gpu_bundle: no build at $build (build/bin/train missing)" >&2; exit 2; }
 rm -rf "$out"; mkdir -p "$out/lib" "$out/ompi"
 
-# The build, without objects, archives and the fuzzers' corpora.
+# llm.c's data, B=16 T=1024: each file needs at least B*T+1 tokens.
+if [[ -x $build/llmc/train_gpt2cu && ! -f $build/llmc/fortunes_val.bin && -x $build/bin/llmc_data ]]; then
+  "$build/bin/llmc_data" --out "$build/llmc/fortunes" --min-tokens 16385
+fi
+if [[ -x $build/llmc/train_gpt2cu ]]; then
+  echo "gpu_bundle: llm.c anchor included: $(ls "$build/llmc" | paste -sd' ')"
+else
+  echo "gpu_bundle: no $build/llmc/train_gpt2cu: the llmc step of gpu_verify.sh will say so (tools/llmc_build.sh builds it)"
+fi
+
+# The build, without objects, archives, the fuzzers' corpora and the models that test runs
+# wrote (*.safetensors: 1 GB after the torch reference tests; every test writes its own).
 tar -C "$build/.." -czf "$out/build.tgz" \
-  --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles' --exclude='fuzz' --exclude='Testing' \
+  --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles' --exclude='fuzz' --exclude='Testing' --exclude='*.safetensors' \
   "$(basename "$build")"
 
 # Open MPI's runtime, laid out as under /usr so that OPAL_PREFIX=$out/ompi/usr relocates it.
@@ -41,7 +56,8 @@ is_provided() {  # glibc, the compiler's runtime and the CUDA stack come from th
   [[ $1 =~ ^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libnccl|libcublas|libnvidia|libdpt_) ]]
 }
 # (gloo_bench, the Gloo reference, stays behind: it is a CPU benchmark.)
-mapfile -t elves < <(find "$build/bin" "$build/lib" "$out/ompi" -type f \( -perm -u+x -o -name '*.so*' \) ! -name gloo_bench -print)
+scan=("$build/bin" "$build/lib"); [[ -d $build/llmc ]] && scan+=("$build/llmc")
+mapfile -t elves < <(find "${scan[@]}" "$out/ompi" -type f \( -perm -u+x -o -name '*.so*' \) ! -name gloo_bench -print)
 for f in "${elves[@]}"; do
   file -b "$f" | grep -q ELF || continue
   ldd "$f" 2>/dev/null | awk '/=> \// {print $1, $3}'
@@ -54,7 +70,7 @@ cat >"$out/env.sh" <<'EOF'
 # loader and Open MPI at the bundled libraries.
 b=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [[ -d build/bin ]] || tar -xzf "$b/build.tgz"
-[[ -d $b/lib ]] || tar -C "$b" -xzf "$b/runtime.tgz"
+[[ -d $b/lib ]] || LD_LIBRARY_PATH=$b/unxz "$b/unxz/xz" -dc "$b/runtime.txz" | tar -C "$b" -xf -
 # The CTest files hold the absolute paths of the machine that built them.
 built_at=$(sed -n 's/^# Build directory: //p' build/CTestTestfile.cmake | head -1)
 if [[ -n $built_at && ! -e $built_at ]]; then mkdir -p "$(dirname "$(dirname "$built_at")")"; ln -sfn "$PWD" "$(dirname "$built_at")"; fi
@@ -72,11 +88,41 @@ export PMIX_MCA_pcompress_base_silence_warning=1 PMIX_MCA_mca_base_component_sho
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 EOF
 # The datasets the trainers read by default (Debian's paths), when this machine has them.
+# Fashion-MNIST travels as its first FMNIST_TRAIN (10000) training and FMNIST_TEST (2000)
+# test images, in the same IDX format: the whole set is 30 MB of already-compressed data,
+# and a device run's budget (64 MiB for everything carried) cannot hold it; the GPU checks
+# train for at most a few thousand samples.
 mkdir -p "$out/data"
-for d in /usr/share/datasets/fashion-mnist /usr/share/games/fortunes; do
-  [[ -d $d ]] && cp -a "$d" "$out/data/"
-done
+[[ -d /usr/share/games/fortunes ]] && cp -a /usr/share/games/fortunes "$out/data/"
+if [[ -d /usr/share/datasets/fashion-mnist ]]; then
+  mkdir -p "$out/data/fashion-mnist"
+  python3 - /usr/share/datasets/fashion-mnist "$out/data/fashion-mnist" "${FMNIST_TRAIN:-10000}" "${FMNIST_TEST:-2000}" <<'PY'
+import gzip, struct, sys
+src, dst, n_train, n_test = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for split, n in (("train", n_train), ("t10k", n_test)):
+    for kind in ("images-idx3", "labels-idx1"):
+        name = f"{split}-{kind}-ubyte.gz"
+        raw = gzip.open(f"{src}/{name}").read()
+        dims = raw[3]                      # IDX: 0, 0, type, number of dimensions
+        shape = struct.unpack(f">{dims}I", raw[4:4 + 4 * dims])
+        keep = min(n, shape[0])
+        per = 1
+        for d in shape[1:]: per *= d
+        head = raw[:4] + struct.pack(f">{dims}I", keep, *shape[1:])
+        with gzip.open(f"{dst}/{name}", "wb", compresslevel=9) as f:
+            f.write(head + raw[4 + 4 * dims:4 + 4 * dims + keep * per])
+PY
+fi
 
-# One archive for the libraries and Open MPI: it travels compressed.
-tar -C "$out" -czf "$out/runtime.tgz" lib ompi data && rm -rf "$out/lib" "$out/ompi" "$out/data"
+# One archive for the libraries, Open MPI and the data, xz-compressed (gzip left it at
+# 75 MB, over the budget; xz at 35), with this machine's xz and liblzma beside it
+# uncompressed, so unpacking needs nothing from the GPU machine.
+tar -C "$out" -cf - lib ompi data | xz -T2 -6 > "$out/runtime.txz"
+rm -rf "$out/lib" "$out/ompi" "$out/data"
+mkdir -p "$out/unxz"
+cp -L "$(command -v xz)" "$out/unxz/xz"
+cp -L "$(ldd "$(command -v xz)" | awk '/liblzma/ {print $3}')" "$out/unxz/"
 du -sh "$out"
+total=$(du -sb "$out" | cut -f1)
+((total < 60 * 1024 * 1024)) ||
+  echo "gpu_bundle: WARNING: $out is $((total / 1024 / 1024)) MiB: over the 60 MiB that leaves room for the source tree in a device run's 64 MiB" >&2

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # gpu_verify.sh: the checks that need a GPU, in one run (a lent GPU machine's time is
 # short): the device, the gpu-labelled tests, comm_bench rows on device and host buffers
-# for every backend, and training on the GPU next to the CPU.
+# for every backend, training on the GPU next to the CPU, and the llm.c anchor.
 #
-# usage: tools/gpu_verify.sh [probe] [tests] [bench] [train] [edges]   (default: all)
+# usage: tools/gpu_verify.sh [probe] [tests] [bench] [train] [edges] [llmc]   (default: all)
 # Run from the repository root with a build in build/ (on a machine without our Debian
 # packages: `source .gpu/env.sh` first, see tools/gpu_bundle.sh). Logs go to $OUT when
 # set, else to gpu_verify_logs/.
 set -uo pipefail
 log_dir=${OUT:-gpu_verify_logs}; mkdir -p "$log_dir"
-steps=("$@"); [[ ${#steps[@]} -gt 0 ]] || steps=(probe tests bench train edges)
+steps=("$@"); [[ ${#steps[@]} -gt 0 ]] || steps=(probe tests bench train edges llmc)
 mpi=(mpiexec --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 summary=()
@@ -88,7 +88,41 @@ for step in "${steps[@]}"; do
       run_logged edge_nccl_np2_one_gpu "${mpi[@]}" -np 2 build/bin/train --model mlp --backend nccl --device cuda --steps 2
       echo "== edge final lines and errors"
       grep -H -E "^final:|error|train:" "$log_dir"/edge_*.log | sed 's|.*/edge_||' | cut -c1-300 ;;
-    *) echo "gpu_verify: unknown step '$step' (probe tests bench train edges)" >&2; exit 2 ;;
+    llmc)
+      # The llm.c anchor (docs/gpu.md): llm.c's train_gpt2cu (tools/llmc_build.sh) on the
+      # fortunes as llm.c token files (build/bin/llmc_data), both carried in build/llmc by
+      # gpu_bundle.sh. GPT-2 124M from llm.c's random init (-e d12), B=16 T=1024, bf16 (the
+      # precision it was built with), one GPU, llm.c's other defaults (AdamW lr 3e-4,
+      # recompute 1, no ZeRO). Validation only at the first and last step (2 batches), no
+      # sampling (-s 0: there is no gpt2_tokenizer.bin, llm.c only warns). The one-line
+      # summary (tools/llmc_summary.sh) goes to $log_dir/llmc_summary.txt.
+      llmc=build/llmc
+      if [[ ! -x $llmc/train_gpt2cu || ! -f $llmc/fortunes_train.bin || ! -f $llmc/fortunes_val.bin ]]; then
+        echo "llmc missing: $llmc/train_gpt2cu or $llmc/fortunes_{train,val}.bin; build them here with tools/llmc_build.sh and tools/gpu_bundle.sh" |
+          tee "$log_dir/llmc_summary.txt"
+        note "$(printf '%-34s rc=%s' llmc missing)"
+      else
+        run_logged llmc "$llmc/train_gpt2cu" -i "$llmc/fortunes_train.bin" -j "$llmc/fortunes_val.bin" -e d12 \
+          -b 16 -t 1024 -x "${LLMC_STEPS:-50}" -v 1000000 -m 2 -s 0
+        if bash tools/llmc_summary.sh "$log_dir/llmc.log" >"$log_dir/llmc_summary.txt" 2>&1; then
+          note "$(cat "$log_dir/llmc_summary.txt")"
+        else
+          note "llmc summary failed: $(cat "$log_dir/llmc_summary.txt")"
+        fi
+        cat "$log_dir/llmc_summary.txt"
+      fi
+      # Our side, the same model, B and T on the same card: train's GPT-2 124M (random
+      # init, the fortunes through our tokenizer), 1 rank over nccl. Our CUDA path runs
+      # fp32 GEMMs today (--precision bf16 would change only the stored weights), so this
+      # line says fp32; tokens_per_s is the final line's, over every step.
+      run_logged ours_gpt2_124m "${mpi[@]}" -np 1 build/bin/train --model gpt2 --gpt2-size 124M --batch-size 16 \
+        --seq-len 1024 --steps "${OURS_STEPS:-10}" --log-every 1 --max-eval-samples 16 --backend nccl --device cuda
+      tps=$(sed -nE 's/^final:.* tokens_per_s=([0-9.]+).*/\1/p' "$log_dir/ours_gpt2_124m.log")
+      card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
+      echo "ours tokens_per_s=${tps:-none} card=${card:-unknown} B=16 T=1024 precision=fp32 steps=${OURS_STEPS:-10}" |
+        tee "$log_dir/ours_summary.txt"
+      note "$(cat "$log_dir/ours_summary.txt")" ;;
+    *) echo "gpu_verify: unknown step '$step' (probe tests bench train edges llmc)" >&2; exit 2 ;;
   esac
 done
 echo; echo "== summary"; printf '%s\n' "${summary[@]}"

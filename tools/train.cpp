@@ -64,6 +64,13 @@ int main(int argc, char** argv) {
     }
     report.final_line(s);
     trainer.communicator().barrier();
+  } catch (const dpt::ElasticFinishedWithout& e) {
+    // Left out while it was stopped or cut off, and the others finished meanwhile: the
+    // job succeeded, so this process does not report a failure (its launcher would end
+    // the whole job as failed).
+    std::printf("%s\n", e.what());
+    comm.reset();
+    return 0;
   } catch (const std::exception& e) {
     std::cerr << "train: error: " << e.what() << std::endl;
     comm.reset();

@@ -293,6 +293,8 @@ class DistTrainer {
   // a new group).
   void elastic_snapshot();
   bool joiners_waiting();
+  // Elastic: the members marked the job done (false when the store cannot be asked).
+  bool job_done();
 
   DistTrainConfig config_;
   Communicator* comm_;

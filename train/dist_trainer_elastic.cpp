@@ -42,6 +42,14 @@ bool DistTrainer::joiners_waiting() {
   return elastic_->rendezvous->arrivals_waiting(next) && comm_->size() < elastic_->rendezvous->limits().max;
 }
 
+bool DistTrainer::job_done() {
+  try {
+    return elastic_->rendezvous->done();
+  } catch (const std::exception&) {
+    return false;  // the store is gone too: say why this process stopped, as before
+  }
+}
+
 void DistTrainer::elastic_snapshot() {
   if (elastic_) strategy_->elastic_snapshot({step_, epoch_, position_}, elastic_->membership.generation, config_.elastic_snapshot_replicas);
 }
@@ -100,10 +108,13 @@ void DistTrainer::reform(const std::string& why, bool planned, const TrainCallba
   for (;;) {
     const int prev_rank = m.rank;
     m = elastic_->rendezvous->form(m.generation + 1, prev_rank);
-    if (m.excluded())
-      throw ElasticError("elastic: excluded from generation " + std::to_string(m.generation) +
-                         ": the group re-formed without this process (" + elastic_->rendezvous->id() +
-                         "), which it presumed lost");
+    if (m.excluded()) {
+      const std::string what = "excluded from generation " + std::to_string(m.generation) +
+                               ": the group re-formed without this process (" + elastic_->rendezvous->id() +
+                               "), which it presumed lost";
+      if (job_done()) throw ElasticFinishedWithout("elastic: the job finished without this process (" + what + ")");
+      throw ElasticError("elastic: " + what);
+    }
     try {
       std::copy(kept.begin(), kept.end(), params.begin());
       std::unique_ptr<Communicator> next = elastic_->make_comm(m);

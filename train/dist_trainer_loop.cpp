@@ -23,22 +23,38 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 // Test hook (--sample-log): which samples each completed step used, in the loader's order.
+// A step this rank failed after its gradient went out (begin() without record()) is
+// still its step if the group goes on from it: another survivor completed the step with
+// every rank's gradient in it, so adopted() logs this rank's share too.
 struct DistTrainer::SampleLog {
   SampleLog(const std::string& path, const DistributedSampler& sampler) {
     if (path.empty()) return;
     out.open(path, std::ios::app);
     indices = sampler.indices();
   }
+  void begin(int64_t step, int world, int rank, size_t samples) { pending = {step, world, rank, samples}; }
   void record(int64_t step, int world, int rank, size_t samples) {
+    pending.step = -1;
     if (!out.is_open()) return;
     out << step << " " << world << " " << rank;
     for (size_t i = 0; i < samples; ++i) out << " " << indices[used + i];
     out << "\n" << std::flush;
     used += samples;
   }
+  // After a re-form: the group's state is at group_step.
+  void adopted(int64_t group_step) {
+    if (pending.step >= 0 && pending.step <= group_step) record(pending.step, pending.world, pending.rank, pending.samples);
+    pending.step = -1;
+  }
+  struct Share {
+    int64_t step = -1;
+    int world = 0, rank = 0;
+    size_t samples = 0;
+  };
   std::ofstream out;
   std::vector<size_t> indices;
   size_t used = 0;
+  Share pending;
 };
 
 TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
@@ -130,6 +146,7 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
       // run ends with the error (a usage error or a mismatch is never a failure to ride out).
       if (!elastic_ || dynamic_cast<const UsageError*>(&e) || dynamic_cast<const MismatchError*>(&e)) throw;
       reform(e.what(), false, cb, t);
+      sample_log.adopted(step_);
       return EpochEnd::reformed;
     }
     if (config_.exit_after_step > 0 && step_ == config_.exit_after_step)
@@ -151,6 +168,9 @@ void DistTrainer::run_step(std::vector<Batch>& micro, int64_t first_step, int64_
   // ---- one step: micro-steps of forward/backward, gradient sync, update ----
   const int n = comm_->size();
   const float lr = schedule_->lr(step_);
+  size_t samples = 0;
+  for (const Batch& b : micro) samples += size_t(b.n);
+  sample_log.begin(step_ + 1, n, comm_->rank(), samples);
   const StepLoss step_loss = train_step(micro, t, lr, cb);
   const size_t begin = position_;
   position_ += size_t(step_loss.samples) * size_t(n);  // every rank consumed as many

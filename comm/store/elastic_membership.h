@@ -62,6 +62,12 @@ struct Membership {
 struct ElasticError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// This process was left out of the group (presumed lost while it was stopped or cut
+// off) and, by the time it found out, the others had finished training: nothing failed,
+// the job is done without it (train exits 0; its launcher must not fail the job).
+struct ElasticFinishedWithout : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class ElasticRendezvous {
  public:

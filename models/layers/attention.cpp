@@ -64,25 +64,27 @@ const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContex
     dropped_.resize({b_, h_, t_, t_});
   }
   if (in.on_cuda()) return forward_cuda(in, scale);
-  // Per sample: every head's scores, then the causal softmax of all H*T rows at once on
-  // parallel_for's threads (rows are independent: the bits one thread gives), then every
-  // head's mix of V.
+  // Per sample: every head's scores (one strided batch over the heads: head h's q and k
+  // are hd columns after head h-1's, its scores T*T after), then the causal softmax of
+  // all H*T rows at once on parallel_for's threads (rows are independent: the bits one
+  // thread gives), then every head's mix of V (head h's output in columns h*hd...).
+  const int H = static_cast<int>(h_), d = static_cast<int>(d_);
+  const int64_t tt = t_ * t_;
   for (int64_t b = 0; b < b_; ++b) {
     const float* qkv_b = in.data() + b * t_ * 3 * d_;
-    float* p_b = probs_.data() + b * h_ * t_ * t_;
-    for (int64_t h = 0; h < h_; ++h)
-      sgemm(false, true, T, T, hd, scale, qkv_b + h * hd_, ld, qkv_b + d_ + h * hd_, ld, 0.0f, p_b + h * t_ * t_, T);
+    float* p_b = probs_.data() + b * h_ * tt;
+    sgemm_batched_on(false, false, true, T, T, hd, scale, qkv_b, ld, hd, qkv_b + d_, ld, hd, 0.0f, p_b, T, tt, H);
     parallel_for(h_ * t_, parallel_grain(3 * t_), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) causal_softmax_row(p_b + r * t_, r % t_, t_);
     });
-    for (int64_t h = 0; h < h_; ++h) {
-      const int64_t slice = (b * h_ + h) * t_ * t_;
-      if (drop_.active())
-        dropout_apply(probs_.data() + slice, dropped_.data() + slice, static_cast<size_t>(t_ * t_), drop_.p(),
+    if (drop_.active())
+      for (int64_t h = 0; h < h_; ++h) {
+        const int64_t slice = (b * h_ + h) * tt;
+        dropout_apply(probs_.data() + slice, dropped_.data() + slice, static_cast<size_t>(tt), drop_.p(),
                       drop_.draw_key(), static_cast<uint64_t>(slice));
-      sgemm(false, false, T, hd, T, 1.0f, mixed().data() + slice, T, qkv_b + 2 * d_ + h * hd_, ld, 0.0f,
-            y_.data() + b * t_ * d_ + h * hd_, static_cast<int>(d_));
-    }
+      }
+    sgemm_batched_on(false, false, false, T, hd, T, 1.0f, mixed().data() + b * h_ * tt, T, tt, qkv_b + 2 * d_, ld, hd,
+                     0.0f, y_.data() + b * t_ * d_, d, hd, H);
   }
   return y_;
 }
@@ -93,32 +95,35 @@ const Tensor& CausalAttentionCore::backward(const Tensor& dout, GradSink&, bool 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
   dqkv_.resize_like(*qkv_);
   if (dout.on_cuda()) return backward_cuda(dout, scale);
-  // Per sample, as forward: every head's dP and dV, then dS for all H*T rows at once on
-  // parallel_for's threads, then every head's dQ and dK.
-  dp_.resize(static_cast<size_t>(h_ * t_ * t_));
+  // Per sample, as forward: every head's dP and dV (strided batches over the heads),
+  // then dS for all H*T rows at once on parallel_for's threads, then every head's dQ and dK.
+  const int H = static_cast<int>(h_), d = static_cast<int>(d_);
+  const int64_t tt = t_ * t_;
+  dp_.resize(static_cast<size_t>(h_ * tt));
   for (int64_t b = 0; b < b_; ++b) {
     const float* qkv_b = qkv_->data() + b * t_ * 3 * d_;
     float* dqkv_b = dqkv_.data() + b * t_ * 3 * d_;
     const float* dy_b = dout.data() + b * t_ * d_;
-    for (int64_t h = 0; h < h_; ++h) {
-      const int64_t slice = (b * h_ + h) * t_ * t_;
-      float* dp = dp_.data() + h * t_ * t_;
-      sgemm(false, true, T, T, hd, 1.0f, dy_b + h * hd_, static_cast<int>(d_), qkv_b + 2 * d_ + h * hd_, ld, 0.0f,
-            dp, T);
-      sgemm(true, false, T, hd, T, 1.0f, mixed().data() + slice, T, dy_b + h * hd_, static_cast<int>(d_), 0.0f,
-            dqkv_b + 2 * d_ + h * hd_, ld);
-      if (drop_.active())  // dP = dropout(dD), the forward's mask
-        dropout_apply(dp, dp, static_cast<size_t>(t_ * t_), drop_.p(), drop_.draw_key(), static_cast<uint64_t>(slice));
-    }
-    const float* p_b = probs_.data() + b * h_ * t_ * t_;
+    // dP = dO V^T, dV = P^T dO
+    sgemm_batched_on(false, false, true, T, T, hd, 1.0f, dy_b, d, hd, qkv_b + 2 * d_, ld, hd, 0.0f, dp_.data(), T, tt,
+                     H);
+    sgemm_batched_on(false, true, false, T, hd, T, 1.0f, mixed().data() + b * h_ * tt, T, tt, dy_b, d, hd, 0.0f,
+                     dqkv_b + 2 * d_, ld, hd, H);
+    if (drop_.active())  // dP = dropout(dD), the forward's mask
+      for (int64_t h = 0; h < h_; ++h) {
+        float* dp = dp_.data() + h * tt;
+        dropout_apply(dp, dp, static_cast<size_t>(tt), drop_.p(), drop_.draw_key(),
+                      static_cast<uint64_t>((b * h_ + h) * tt));
+      }
+    const float* p_b = probs_.data() + b * h_ * tt;
     parallel_for(h_ * t_, parallel_grain(3 * t_), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) softmax_backward_row(p_b + r * t_, dp_.data() + r * t_, r % t_, t_);
     });
-    for (int64_t h = 0; h < h_; ++h) {
-      const float* dp = dp_.data() + h * t_ * t_;
-      sgemm(false, false, T, hd, T, scale, dp, T, qkv_b + d_ + h * hd_, ld, 0.0f, dqkv_b + h * hd_, ld);
-      sgemm(true, false, T, hd, T, scale, dp, T, qkv_b + h * hd_, ld, 0.0f, dqkv_b + d_ + h * hd_, ld);
-    }
+    // dQ = dS K / sqrt(hd), dK = dS^T Q / sqrt(hd)
+    sgemm_batched_on(false, false, false, T, hd, T, scale, dp_.data(), T, tt, qkv_b + d_, ld, hd, 0.0f, dqkv_b, ld, hd,
+                     H);
+    sgemm_batched_on(false, true, false, T, hd, T, scale, dp_.data(), T, tt, qkv_b, ld, hd, 0.0f, dqkv_b + d_, ld, hd,
+                     H);
   }
   return dqkv_;
 }

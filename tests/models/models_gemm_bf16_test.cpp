@@ -258,3 +258,110 @@ TEST_CASE("Module::set_gemm_precision(bf16) runs the model's products in bf16, n
   if (bf16_gemm_native()) CHECK(diff > 0);
   else CHECK(diff == 0);
 }
+
+// Attention's layouts (models/layers/attention.cpp): H heads' operands interleaved in the
+// rows of one q|k|v matrix (member h at column h*hd), C either one T x T block per head
+// or interleaved the same way. Every member must be the bf16 product of its own operands
+// (the exact bound of the float64 reference on the rounded operands), and what lies
+// between C's members must stay untouched.
+TEST_CASE("gemm_bf16_batched: strided members, one call, each the bf16 product of its own operands",
+          "[gemm_bf16]") {
+  INFO(bf16_gemm_description());
+  std::mt19937 gen(17);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int H = 3, T = 20, hd = 8;
+  auto at = [&](const float* base, int ldx, bool trans, int i, int l) {
+    return trans ? base[size_t(l) * ldx + i] : base[size_t(i) * ldx + l];
+  };
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    for (float beta : {0.0f, 0.5f}) {
+      // Blocked C: member h is T x T at h*(T*T + 7), 7 sentinels between blocks (the
+      // scores, m = n = T, k = hd). Interleaved C: member h is T x hd at column h*hd of a
+      // T x (H*hd + 3) matrix (the output, m = T, n = hd, k = T).
+      for (bool interleaved : {false, true}) {
+        const int m = T, n = interleaved ? hd : T, kk = interleaved ? T : hd;
+        // Stored operands side by side (member h at column h*cols), NaN in the pads past them.
+        const int a_rows = ta ? kk : m, a_cols = ta ? m : kk, b_rows = tb ? n : kk, b_cols = tb ? kk : n;
+        const int lda = a_cols * H + 2, ldb = b_cols * H + 1;
+        std::vector<float> A(size_t(a_rows) * lda, std::numeric_limits<float>::quiet_NaN()),
+            B(size_t(b_rows) * ldb, std::numeric_limits<float>::quiet_NaN());
+        for (int r = 0; r < a_rows; ++r)
+          for (int c = 0; c < a_cols * H; ++c) A[size_t(r) * lda + c] = u(gen);
+        for (int r = 0; r < b_rows; ++r)
+          for (int c = 0; c < b_cols * H; ++c) B[size_t(r) * ldb + c] = u(gen);
+        const int ldc = interleaved ? H * hd + 3 : T;
+        const int64_t stride_c = interleaved ? hd : int64_t(T) * T + 7;
+        const size_t c_size = interleaved ? size_t(m) * ldc : size_t(stride_c) * H;
+        std::vector<float> C(c_size, kSentinel);
+        std::vector<bool> member(c_size, false);
+        for (int h = 0; h < H; ++h)
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n; ++j) {
+              const size_t e = size_t(h * stride_c) + size_t(i) * ldc + j;
+              member[e] = true;
+              C[e] = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : u(gen);
+            }
+        const std::vector<float> c0 = C;
+        gemm_bf16_batched(ta, tb, m, n, kk, 0.75f, A.data(), lda, a_cols, B.data(), ldb, b_cols, beta, C.data(), ldc,
+                          stride_c, H);
+        int bad = 0;
+        std::string what;
+        for (int h = 0; h < H; ++h)
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n; ++j) {
+              double dot = 0, mag = 0;
+              for (int l = 0; l < kk; ++l) {
+                const double p = double(bf16_round(at(A.data() + h * a_cols, lda, ta, i, l))) *
+                                 double(bf16_round(at(B.data() + h * b_cols, ldb, tb, l, j)));
+                dot += p;
+                mag += std::fabs(p);
+              }
+              const size_t e = size_t(h * stride_c) + size_t(i) * ldc + j;
+              const double cb = beta == 0.0f ? 0.0 : double(beta) * double(c0[e]);
+              const double ref = 0.75 * dot + cb;
+              const double bound = (kk + 3) * double(FLT_EPSILON) * (0.75 * mag + std::fabs(cb));
+              if (!(std::fabs(double(C[e]) - ref) <= bound) && bad++ == 0)
+                what = "member " + std::to_string(h) + " C[" + std::to_string(i) + "][" + std::to_string(j) +
+                       "] = " + std::to_string(C[e]) + ", reference " + std::to_string(ref);
+            }
+        int written = 0;
+        for (size_t e = 0; e < c_size; ++e) written += !member[e] && std::memcmp(&C[e], &kSentinel, sizeof(float)) != 0;
+        INFO("ta " << ta << " tb " << tb << " beta " << beta << (interleaved ? " interleaved C" : " blocked C") << ": "
+                   << what);
+        CHECK(bad == 0);
+        CHECK(written == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("sgemm_batched_on under bf16 precision: one call equal to the members' own gemm_bf16, recorded as them",
+          "[gemm_bf16]") {
+  // The attention's scores: 4 heads, T = 32, hd = 16, C blocked.
+  const int H = 4, T = 32, hd = 16, ld = 3 * H * hd;
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> qkv(size_t(T) * ld);
+  for (float& v : qkv) v = u(gen);
+  std::vector<float> batched(size_t(H) * T * T), looped(batched.size());
+  GemmRecorder rec;
+  {
+    const GemmRecordScope record(rec);
+    const GemmPrecisionScope bf16(GemmPrecision::bf16);
+    sgemm_batched_on(false, false, true, T, T, hd, 0.25f, qkv.data(), ld, hd, qkv.data() + H * hd, ld, hd, 0.0f,
+                     batched.data(), T, int64_t(T) * T, H);
+  }
+  for (int h = 0; h < H; ++h)
+    gemm_bf16(false, true, T, T, hd, 0.25f, qkv.data() + h * hd, ld, qkv.data() + H * hd + h * hd, ld, 0.0f,
+              looped.data() + size_t(h) * T * T, T);
+  // Both sum the same exact bf16 products in fp32; oneDNN may order the sums differently
+  // for a 3-D call: within twice the exact bound of each other.
+  int bad = 0;
+  for (size_t e = 0; e < batched.size(); ++e)
+    bad += !(std::fabs(batched[e] - looped[e]) <= 2 * (hd + 3) * FLT_EPSILON * 0.25f * hd);
+  CHECK(bad == 0);
+  REQUIRE(rec.calls().size() == 1u);
+  CHECK(rec.calls().begin()->second == H);
+  CHECK(rec.calls().begin()->first.bf16 == bf16_gemm_native());
+}

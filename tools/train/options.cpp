@@ -6,14 +6,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "backends/registry.h"
+#include "comm/error.h"
 #include "tools/model_data_check.h"
 #include "tools/optim_flags.h"
 #include "tools/run_flags.h"
@@ -84,10 +87,11 @@ std::vector<SignalHit> parse_signals(const std::string& text) {
     std::vector<std::string> f;
     std::stringstream parts(item);
     for (std::string x; std::getline(parts, x, ':');) f.push_back(x);
-    if (f.size() < 3 || f.size() > 4 || (f.size() == 4 && f[3] != "STOP" && f[3] != "KILL"))
-      throw std::invalid_argument("--debug-signal wants R:S:PHASE[:STOP|KILL][,...], got '" + item + "'");
+    if (f.size() < 3 || f.size() > 4 || (f.size() == 4 && f[3] != "STOP" && f[3] != "KILL" && f[3] != "FAIL"))
+      throw std::invalid_argument("--debug-signal wants R:S:PHASE[:STOP|KILL|FAIL][,...], got '" + item + "'");
+    const std::string action = f.size() == 4 ? f[3] : "KILL";
     hits.push_back({parse_int(f[0], "--debug-signal", "a rank"), parse_int(f[1], "--debug-signal", "a step"), f[2],
-                    f.size() == 4 && f[3] == "STOP" ? SIGSTOP : SIGKILL});
+                    action == "STOP" ? SIGSTOP : action == "KILL" ? SIGKILL : 0});
   }
   return hits;
 }
@@ -176,7 +180,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("ignore-memory-check", po::bool_switch()->notifier([&o](bool on) { o.cfg.memory_check = !on; }), "start even when the model states and activations estimated per host exceed its available memory (docs/gpt2.md)")
     ("exit-after-step", po::value(&o.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
     ("debug-uneven", po::value(&o.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
-    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP][,...] sends SIGKILL (or SIGSTOP) to the process that started as rank R, inside step S at forward, backward, sync or update, or at adopt (elastic: while a new generation takes the group's state before step S)")
+    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP|KILL|FAIL][,...] sends SIGKILL (or SIGSTOP) to the process that started as rank R, inside step S at forward, backward, sync or update, or at adopt (elastic: while a new generation takes the group's state before step S); FAIL instead makes that process alone see a communication failure there, once")
     ("debug-sample-log", po::value(&o.cfg.sample_log)->default_value(""), "testing: append 'step world rank index...' for every completed step to PREFIX.<elastic id or rankN>")
     ("no-broadcast-buffers", po::bool_switch(&o.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
     ("sync-bn", po::bool_switch(&o.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")
@@ -282,9 +286,26 @@ void check_options(Options& o, const po::variables_map& vm) {
 std::function<void(int64_t, const char*)> signal_hook(const std::vector<SignalHit>& hits, int rank) {
   if (hits.empty()) return {};
   // R is the rank this process started with (a re-formed group renumbers).
-  return [rank, hits](int64_t step, const char* phase) {
-    for (const auto& h : hits)
-      if (step == h.step && h.phase == phase && rank == h.rank) ::kill(::getpid(), h.signal);
+  // FAIL: this process alone sees its communicator fail there (a link that flaps for one
+  // rank), once, a second after reaching the point: what it had queued to send (a ring
+  // allreduce's last chunks, when it finished its part first) leaves first, so at
+  // "update" its peers complete the step; they carry on until they need it.
+  return [rank, hits, failed = std::vector<bool>(hits.size())](int64_t step, const char* phase) mutable {
+    for (size_t i = 0; i < hits.size(); ++i) {
+      const SignalHit& h = hits[i];
+      if (step != h.step || h.phase != phase || rank != h.rank) continue;
+      if (h.signal != 0) {
+        ::kill(::getpid(), h.signal);
+      } else if (!failed[i]) {
+        failed[i] = true;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        dpt::ErrorContext ctx;
+        ctx.rank = int(rank);
+        ctx.op = phase;
+        throw dpt::PeerError(ctx, "--debug-signal " + std::to_string(h.rank) + ":" + std::to_string(h.step) + ":" +
+                                      h.phase + ":FAIL: an injected communication failure");
+      }
+    }
   };
 }
 

@@ -16,7 +16,8 @@
 
 namespace train {
 
-// --debug-signal R:S:PHASE[:STOP|KILL]: a signal to the process that started as rank R.
+// --debug-signal R:S:PHASE[:STOP|KILL|FAIL]: a signal to the process that started as rank R
+// (signal 0: FAIL, an injected communication failure).
 struct SignalHit {
   int64_t rank = 0, step = 0;
   std::string phase;

@@ -15,13 +15,13 @@ with --no-shuffle (sample index == position in the epoch's order), --log-every 1
     position of each epoch's [0, end) was trained on exactly once, by exactly one rank;
   * every process ran to STEPS, its steps contiguous (a newcomer starts where it joined),
     except a process named --killed ID:S, which died inside step S: its last line is S-1.
-    The one tolerated hole is at such a step S: a rank that died (or a survivor that
-    failed S while another survivor completed it; the group then went on after S with
-    the most advanced state) has no line for S. Those ranks' positions are reported,
-    must be what the present lines left, the killed process must be among them and at
-    least one rank must have logged S; a dying rank 0 may also have left S without a
-    metrics line (its range is then the gap between its neighbours), and so may a rank 0
-    that failed a step another survivor completed (--adopted S: the group went on from S).
+    A survivor logs every step the group completed with its gradient in it, including
+    one it failed itself while another survivor completed it (the group went on from
+    that step); the one tolerated hole is a killed rank's share of the step S it died
+    in. Those positions are reported, must be what the present lines left, and at least
+    one rank must have logged S; a dying rank 0 may also have left S without a metrics
+    line (its range is then the gap between its neighbours), and so may a rank 0 that
+    failed a step another survivor completed (--adopted S: the group went on from S).
 
 usage: check_samples.py METRICS.jsonl SAMPLE_LOG_PREFIX STEPS --ids ID[,ID...] [--killed ID:S]... [--adopted S]... [--epoch-size N]
 """
@@ -90,7 +90,7 @@ def main():
     for ident, rows in lines.items():
         prev = None
         for step, world, rank, idx in rows:
-            if prev is not None and step != prev + 1 and not (step == prev + 2 and prev + 1 in death_steps):
+            if prev is not None and step != prev + 1:
                 problems.append(f"{ident}: step {step} follows step {prev}")
             prev = step
             by_step.setdefault(step, []).append((world, rank, idx, ident))
@@ -115,13 +115,17 @@ def main():
         here = by_step.get(s, [])
         if s not in ranges:
             # A rank 0 that completed s and died before logging it: only at a death step.
-            # Its range: up to the next step's start, or, where the next step opens an
-            # epoch, as many positions as a present rank's line holds per rank.
+            # Its range: up to the next step's start; where the next step is in a new
+            # epoch, s opened that epoch if the next step starts past 0 (s: [0, its
+            # start)), else s ended the old one (as many positions as a present rank's
+            # line holds per rank).
             worlds = {x[0] for x in here}
             if (s in death_steps or s in a.adopted) and s + 1 in ranges and len(worlds) == 1:
                 w = worlds.pop()
                 nb, ne = ranges[s + 1][0], ranges[s + 1][3]
-                ranges[s] = (end, nb, w, ne) if ne == epoch else (end, end + w * len(here[0][2]), w, epoch)
+                if ne == epoch: ranges[s] = (end, nb, w, ne)
+                elif nb > 0: ranges[s] = (0, nb, w, ne)
+                else: ranges[s] = (end, end + w * len(here[0][2]), w, epoch)
             else:
                 problems.append(f"step {s}: no metrics line")
                 continue
@@ -164,10 +168,13 @@ def main():
                 problems.append(f"step {s}: no rank logged it")
             elif any(i in present.values() for i in dead_here):
                 problems.append(f"step {s}: {dead_here} logged the step it died in")
+            elif len(absent) > len(dead_here):
+                problems.append(f"step {s}: ranks {absent} of {w} left no line, but only {dead_here} died in it "
+                                f"(a survivor must log a step the group completed)")
             else:
                 share = sum(len(range(b + r, e, w)) for r in absent)
-                tolerated.append(f"step {s}: ranks {absent} of {w} died in it or failed it "
-                                 f"({share} positions, trained before the failure, unlogged)")
+                tolerated.append(f"step {s}: ranks {absent} of {w} died in it "
+                                 f"({share} positions, trained before the death, unlogged)")
     if problems:
         print("\n".join(problems[:20]) + (f"\n... {len(problems) - 20} more" if len(problems) > 20 else ""))
         sys.exit(1)

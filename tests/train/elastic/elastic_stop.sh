@@ -44,3 +44,22 @@ equals_resume "$bin" "$work" "$k" "$steps" "hung rank" "${args[@]}"
 rec=$(sed -nE 's/.*"recovery_s":([0-9.]+).*/\1/p' <<< "$event")
 echo "stopped rank 2 in step 25: the others re-formed at 3 after the timeout (recovery $rec s after it), it woke" \
      "excluded, and the result equals the 3-rank resume of step $k bit for bit"
+
+# The same stop, woken only after the others finished (chaos seed 3403: host 0's rank 0,
+# left out while it was stopped, exited 1 after the job was done and its launcher, which
+# serves the store, ended the whole job as failed). The woken rank must find the job done
+# and exit 0, and the launcher too.
+"$bin/launch" --elastic -n 3:4 "$bin/train" --elastic "${args[@]}" --steps 60 --debug-signal 2:25:sync:STOP \
+  > "$work/late.log" 2>&1 &
+launcher=$!
+for _ in $(seq 1 600); do grep -q "final:" "$work/late.log" && break; sleep 0.1; done
+grep -q "final:" "$work/late.log" || { tail -n 20 "$work/late.log"; fail "late wake: the 3 others never finished"; }
+pid=$(child_with_id "$launcher" n0.l2.i0)
+[[ -n $pid ]] || fail "late wake: the stopped rank is gone"
+grep -q "^State:.*T (stopped)" "/proc/$pid/status" || fail "late wake: rank 2 is not stopped"
+kill -CONT "$pid"
+wait "$launcher" || { launcher=""; tail -n 30 "$work/late.log"; fail "late wake: the launcher failed the finished job"; }
+launcher=""
+grep -qE "^\[rank 2\] elastic: the job finished without this process \(excluded from generation 1" "$work/late.log" ||
+  { grep "rank 2\]" "$work/late.log" | tail; fail "late wake: the woken rank did not say the job finished without it"; }
+echo "woken after the others finished: rank 2 found the job done and exited 0, the launcher too"
