@@ -124,6 +124,32 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
             keep[(j.get("step"), "sample_begin" in j) if "event" not in j else ("ev", len(keep))] = l
         metrics = f"{w}/effective/m0.jsonl"
         open(metrics, "w").writelines(keep.values())
+    else:
+        # DDP: a process that completed a step the survivors did not (its ring allreduce
+        # finished; it died before the group re-formed, which then redid that step from
+        # the previous one) logged a step whose result was discarded. A lost process's
+        # lines after the step its group went on from do not count (chaos seed 3403:
+        # step 23458, logged at world 8 by a killed process, completed by the group at 7).
+        cut = {}
+        for i in ids:
+            lost_in = next((e for e in events if i in e.get("lost", [])), None)
+            p = f"{w}/samples.{i}"
+            if lost_in is not None and os.path.isfile(p):
+                rows = [l for l in open(p) if l.strip()]
+                kept = [r for r in rows if int(r.split()[0]) <= lost_in["resumed_after_step"]]
+                if len(kept) < len(rows): cut[i] = (rows, kept)
+        if cut:
+            shutil.rmtree(f"{w}/effective", ignore_errors=True)
+            os.makedirs(f"{w}/effective")
+            prefix = f"{w}/effective/samples"
+            for i in ids:
+                p = f"{w}/samples.{i}"
+                rows = cut[i][1] if i in cut else (open(p).readlines() if os.path.isfile(p) else [])
+                if rows:  # none left: as a process that never completed a step (below)
+                    open(f"{prefix}.{i}", "w").writelines(rows)
+            for i, (rows, kept) in sorted(cut.items()):
+                print(f"samples: {i}: {len(rows) - len(kept)} line(s) after step {kept[-1].split()[0] if kept else 0} "
+                      f"discarded (lost; its group went on from there)")
     for i in ids:
         p = f"{prefix}.{i}"
         if os.path.isfile(p):
@@ -133,7 +159,7 @@ def verdict(w, binp, launch_rc, quiet=False, scan_procs=True):
     # A process that ran but never completed a step (a newcomer whose first collective
     # failed) leaves no log. It is excused only if the launchers saw it fail; had it
     # trained a step, that step's rank would lack a line, which check_samples refuses.
-    unlogged = [i for i in ids if not os.path.isfile(f"{w}/samples.{i}")
+    unlogged = [i for i in ids if not os.path.isfile(f"{prefix}.{i}")
                 and re.search(rf"\({re.escape(i)}\) (exited with code [1-9]|killed by signal)", log)]
     logged = [i for i in ids if i not in unlogged]
     cmd = [sys.executable, CHECK_SAMPLES, metrics, prefix, str(steps), "--ids", ",".join(logged)]

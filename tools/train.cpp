@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
     }
     report.final_line(s);
     trainer.communicator().barrier();
+  } catch (const dpt::ElasticStoreUnreachable& e) {
+    // Its launcher reads the status: no restart of this slot.
+    std::cerr << "train: error: " << e.what() << std::endl;
+    return dpt::kExitStoreUnreachable;
   } catch (const dpt::ElasticFinishedWithout& e) {
     // Left out while it was stopped or cut off, and the others finished meanwhile: the
     // job succeeded, so this process does not report a failure (its launcher would end

@@ -68,6 +68,13 @@ struct ElasticError : std::runtime_error {
 struct ElasticFinishedWithout : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// The exit status of a process started under launch --elastic that could not reach the
+// rendezvous store at all (node 0's launcher, which serves it, has ended: the job is
+// over). Its launcher does not restart the slot: a restart could reach nothing either.
+constexpr int kExitStoreUnreachable = 69;  // sysexits' EX_UNAVAILABLE
+struct ElasticStoreUnreachable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class ElasticRendezvous {
  public:

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "comm/env.h"
+#include "comm/store/elastic_membership.h"
 
 namespace launch {
 
@@ -156,6 +157,13 @@ void Job::survive(size_t r) {
   elastic_->mark_dead(k.id, describe_status(k.status));
   last_elastic_failure_ = static_cast<int>(r);
   if (restarts_left_ <= 0 || elastic_->done()) return;
+  if (WIFEXITED(k.status) && WEXITSTATUS(k.status) == dpt::kExitStoreUnreachable) {
+    // It waited the rendezvous timeout for the store and got nothing: node 0's launcher
+    // has ended (the job is over) or this host is cut off; another start would wait in vain.
+    say("not restarting slot " + std::to_string(k.slot) + ": " + k.id +
+        " could not reach the rendezvous store (exit " + std::to_string(dpt::kExitStoreUnreachable) + ")");
+    return;
+  }
   --restarts_left_;
   Rank next;
   next.slot = k.slot;

@@ -100,7 +100,16 @@ std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
     return dpt::create_tcp_communicator_in_store(r, options);
   };
   // A job already running (this is a restarted or late process): arrive as a newcomer.
-  int current = s.rendezvous->current();
+  // The first store call waits out a store still starting (up to the rendezvous timeout);
+  // nothing answering by then means the job is over (ElasticStoreUnreachable).
+  int current = -1;
+  try {
+    current = s.rendezvous->current();
+  } catch (const std::exception& e) {
+    throw dpt::ElasticStoreUnreachable("elastic: " + id + " cannot reach the rendezvous store at " + addr + ":" +
+                                       std::to_string(port) + " (" + e.what() +
+                                       "): node 0's launcher, which serves it, has ended or this host is cut off");
+  }
   s.joining = current >= 0;
   for (;;) {
     s.membership = s.rendezvous->form(s.joining ? current + 1 : 0, -1);
