@@ -281,6 +281,10 @@ class DistTrainer {
   // Elastic (dist_trainer_elastic.cpp): leaves the failed (or, planned, the current)
   // communicator, forms the next generation and continues from its state.
   void reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t);
+  // Collective work outside the steps (the epoch-end evaluation, the end of training):
+  // under --elastic a peer failing in it makes the survivors re-form and run it again on
+  // the new group, as a failed step is redone; otherwise the error ends the run.
+  void outside_steps(const std::function<void()>& work, const TrainCallbacks& cb, Totals& t);
   // Collective on a new generation's communicator: every member takes the group's state
   // (ParallelStrategy::adopt_group_state; the last checkpoint when it cannot be had).
   // Returns the completed steps given up and whether the state came from disk.

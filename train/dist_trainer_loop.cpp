@@ -87,17 +87,34 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     }
     done = end == EpochEnd::last_step;
     evaluated_at_end = config_.eval_every == 0 && !done;
-    if (evaluated_at_end) evaluate_and_report(t.sum, cb);
+    if (evaluated_at_end)
+      outside_steps([&] {
+        if (cb.on_phase) cb.on_phase(step_, "eval");  // test hook: R:S:eval, after step S
+        evaluate_and_report(t.sum, cb);
+      }, cb, t);
     if (!done) {
       ++epoch_;
       position_ = 0;
     }
   }
-  strategy_->settle();
-  if (!evaluated_at_end) evaluate_and_report(t.sum, cb);
-  save_final_model();
+  outside_steps([&] {
+    strategy_->settle();
+    if (!evaluated_at_end) evaluate_and_report(t.sum, cb);
+    save_final_model();
+  }, cb, t);
   if (elastic_) elastic_->rendezvous->mark_done();
   return summarize(t, t_start);
+}
+
+void DistTrainer::outside_steps(const std::function<void()>& work, const TrainCallbacks& cb, Totals& t) {
+  for (;;) {
+    try {
+      return work();
+    } catch (const CommError& e) {
+      if (!elastic_ || dynamic_cast<const UsageError*>(&e) || dynamic_cast<const MismatchError*>(&e)) throw;
+      reform(e.what(), false, cb, t);  // every member had finished the steps before it: none is redone
+    }
+  }
 }
 
 bool DistTrainer::last_step_reached() const { return config_.steps > 0 && step_ >= config_.steps; }
