@@ -24,8 +24,14 @@
 //   bf16        gemm_bf16 (models/gemm.h) on the same shapes: operands converted to bf16 on
 //               every call, fp32 accumulation; its % is of the AMX bf16 peak
 //               (bench/compute_peak.h) where the CPU has AMX.
+//   ceiling     oneDNN's matmul primitive with nothing of ours around it
+//               (bench/onednn_ceiling.h): "f32"/"bf16" operands already in that type,
+//               "packed" B pre-packed once into oneDNN's layout. The best this build's
+//               libraries reach on the step's products: what no engine choice or call
+//               pattern of ours can exceed without other kernels. --no-ceiling skips it.
 //
-//   gemm_engines [--threads 1,2] [--seconds S] [--shapes record|hand] [--coretypes A,B|none] [--no-bf16]
+//   gemm_engines [--threads 1,2] [--seconds S] [--shapes record|hand] [--batch 4 --seq 64]
+//                [--coretypes A,B|none] [--no-bf16] [--no-ceiling]
 //   (--seconds: per shape, engine and thread count; default 0.2)
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +52,7 @@
 #include <vector>
 
 #include "bench/compute_peak.h"
+#include "bench/onednn_ceiling.h"
 #include "models/gemm.h"
 #include "models/gpt2.h"
 #include "models/models.h"
@@ -67,6 +74,8 @@ struct Options {
   std::vector<std::string> coretypes{"Prescott", "Haswell", "SkylakeX", "Cooperlake"};
   std::string child_engine, child_file;  // internal: one engine ("bf16": gemm_bf16), shapes from this file
   bool bf16 = true;                      // the gemm_bf16 column
+  bool ceiling = true;                   // oneDNN matmul's own columns
+  int batch = 4, seq = 64;               // the recorded step's sequences and tokens each
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -77,15 +86,14 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-std::vector<Entry> recorded_shapes() {
+std::vector<Entry> recorded_shapes(int batch, int seq) {
   ModelConfig cfg;
   Gpt2Request req;
   req.size = "124M";
   configure_gpt2(req, cfg);
-  cfg.seq_len = 64;
+  cfg.seq_len = seq;
   cfg.dropout = 0.0f;
   auto model = make_model("gpt2", cfg);
-  const int64_t batch = 4, seq = 64;
   std::mt19937_64 gen(1);
   std::vector<int32_t> tokens(batch * seq), labels(batch * seq);
   for (auto& t : tokens) t = int32_t(gen() % uint64_t(cfg.vocab));
@@ -106,9 +114,8 @@ std::vector<Entry> recorded_shapes() {
   return v;
 }
 
-std::vector<Entry> hand_shapes() {
+std::vector<Entry> hand_shapes(int rows) {
   // (out, in) of the block's linear layers, x12 blocks; the tied head once.
-  const int rows = 256;
   std::vector<Entry> v;
   auto linear = [&](int out, int in, int64_t count) {
     v.push_back({{false, false, rows, out, in, in, out, out, false}, count});  // y = x W
@@ -194,11 +201,35 @@ double mix_gflops(const std::vector<Entry>& shapes, const std::vector<double>& t
     flops += shapes[i].shape.flops() * double(shapes[i].count);
     secs += t[i] * double(shapes[i].count);
   }
-  return secs > 0 && t.size() == shapes.size() ? flops / secs / 1e9 : 0.0;
+  // A shape without a time (its primitive could not be made) leaves no mix.
+  const bool all = t.size() == shapes.size() && std::all_of(t.begin(), t.end(), [](double x) { return x > 0; });
+  return secs > 0 && all ? flops / secs / 1e9 : 0.0;
 }
 
 // The child: one engine, alone in its process; machine-readable lines.
+// A ceiling column's child: "ceiling-f32", "ceiling-bf16-packed", ...
+int run_ceiling_child(const Options& o) {
+  const bool bf16 = o.child_engine.find("bf16") != std::string::npos;
+  const bool packed = o.child_engine.find("packed") != std::string::npos;
+  const auto shapes = load_shapes(o.child_file);
+  std::string impls;  // the implementations oneDNN chose, each once
+  for (int th : o.threads) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const GemmShape& g = shapes[i].shape;
+      const bench::CeilingShape s{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.accumulate};
+      const bench::CeilingResult r = bench::onednn_matmul_ceiling(s, bf16, packed, th, o.seconds);
+      if (!r.impl.empty() && (" " + impls + ",").find(" " + r.impl + ",") == std::string::npos)
+        impls += (impls.empty() ? "" : ", ") + r.impl;
+      std::printf("t %d %zu %.9g\n", th, i, r.seconds);
+    }
+  }
+  std::printf("label oneDNN %s matmul, %s operands in place, B %s: %s\n", onednn_version().c_str(),
+              bf16 ? "bf16" : "f32", packed ? "pre-packed" : "plain", impls.c_str());
+  return 0;
+}
+
 int run_child(const Options& o) {
+  if (o.child_engine.rfind("ceiling", 0) == 0) return run_ceiling_child(o);
   const bool bf16 = o.child_engine == "bf16";  // gemm_bf16 (models/gemm.h)
   const auto engine = bf16 ? std::optional<GemmEngine>(gemm_engine()) : parse_gemm_engine(o.child_engine);
   if (!engine) throw std::invalid_argument("--child: unknown engine " + o.child_engine);
@@ -310,12 +341,18 @@ Options parse(int argc, char** argv) {
       o.coretypes = v == "none" ? std::vector<std::string>{} : split(v);
     } else if (a == "--no-bf16") {
       o.bf16 = false;
+    } else if (a == "--no-ceiling") {
+      o.ceiling = false;
+    } else if (a == "--batch" || a == "--seq") {
+      const int v = std::stoi(value());
+      if (v < 1) throw std::invalid_argument(a + " must be at least 1");
+      (a == "--batch" ? o.batch : o.seq) = v;
     } else if (a == "--child") {
       o.child_engine = value();
       o.child_file = value();
     } else if (a == "--help" || a == "-h") {
-      std::printf("gemm_engines [--threads 1,%d] [--seconds 0.2] [--shapes record|hand] "
-                  "[--coretypes Prescott,Haswell,SkylakeX,Cooperlake|none] [--no-bf16]\n", cores);
+      std::printf("gemm_engines [--threads 1,%d] [--seconds 0.2] [--shapes record|hand] [--batch 4 --seq 64] "
+                  "[--coretypes Prescott,Haswell,SkylakeX,Cooperlake|none] [--no-bf16] [--no-ceiling]\n", cores);
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown argument " + a + " (--help)");
@@ -340,13 +377,14 @@ int main(int argc, char** argv) try {
   std::fflush(stdout);
 
   const auto t_rec = Clock::now();
-  const std::vector<Entry> shapes = o.shapes == "hand" ? hand_shapes() : recorded_shapes();
+  const std::vector<Entry> shapes = o.shapes == "hand" ? hand_shapes(o.batch * o.seq) : recorded_shapes(o.batch, o.seq);
   const double record_s = std::chrono::duration<double>(Clock::now() - t_rec).count();
   double step_flops = 0;
   int64_t calls = 0;
   for (const auto& e : shapes) step_flops += e.shape.flops() * double(e.count), calls += e.count;
-  std::printf("# shapes: GPT-2 124M training step, batch 4 x 64 tokens, %s: %zu distinct, %lld calls, %.2f GFLOP\n",
-              o.shapes == "hand" ? "by hand" : "recorded", shapes.size(), (long long)calls, step_flops / 1e9);
+  std::printf("# shapes: GPT-2 124M training step, batch %d x %d tokens, %s: %zu distinct, %lld calls, %.2f GFLOP\n",
+              o.batch, o.seq, o.shapes == "hand" ? "by hand" : "recorded", shapes.size(), (long long)calls,
+              step_flops / 1e9);
   if (o.shapes != "hand") std::printf("# (model built and step recorded in %.1f s)\n", record_s);
 
   // The peak: measured before and after the engines, the higher kept (a neighbour's
@@ -370,6 +408,17 @@ int main(int argc, char** argv) try {
   if (o.bf16) {
     columns.push_back(spawn_child("bf16", "bf16", "", path, o));
     columns.back().amx = amx_peak;
+  }
+  if (o.ceiling && bench::onednn_ceiling_available()) {
+    for (const char* kind : {"ceiling-f32", "ceiling-f32-packed"})
+      columns.push_back(spawn_child(kind, kind, "", path, o));
+    if (o.bf16 && bf16_gemm_native())
+      for (const char* kind : {"ceiling-bf16", "ceiling-bf16-packed"}) {
+        columns.push_back(spawn_child(kind, kind, "", path, o));
+        columns.back().amx = amx_peak;
+      }
+  } else if (o.ceiling) {
+    std::printf("# ceiling columns: not run, this build has no oneDNN\n");
   }
   for (const auto& core : o.coretypes) {
     if (!can_run_core(core)) {

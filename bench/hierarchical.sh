@@ -16,6 +16,8 @@
 #   env: HOSTS="4 8" LOCAL=2 RATE=1gbit ORDERS="block cyclic" ALGOS="hierarchical ring tree"
 #        (+ "mpi-native mpi-hierarchical" with --mpi) MPIRUN=mpirun
 #        MIN=4K MAX=64M ITERS=5 REPS=3 BYTES_SIZE=16M (the size of the bytes-per-host check)
+# An ALGOS entry ALGO+VAR=VALUE runs --algo ALGO with VAR=VALUE in its environment (e.g.
+# hierarchical+COMM_HIERARCHICAL_PIECE_BYTES=0: the hierarchical allreduce unpipelined).
 # Each repetition runs every (order, algorithm) sweep in turn; the table shows the median.
 # Needs root for the namespaces; exits 77 with the reason otherwise.
 set -uo pipefail
@@ -39,18 +41,21 @@ fi
 # mpirun for mpi-ALGO), rank 0's output to LOG; prints the bytes each host sent, space
 # separated.
 run_job() {
-  local H=$1 order=$2 algo=$3 log=$4 i before=() after=()
+  local H=$1 order=$2 algo=$3 log=$4 i before=() after=() setting=()
   shift 4
+  if [[ $algo == *+*=* ]]; then setting=("${algo#*+}"); algo=${algo%%+*}; fi
   port=$((port + 1))
   for ((i = 0; i < H; i++)); do before[i]=$(cluster_tx_bytes $i); done
   local rc=0
   if [[ $algo == mpi-* ]]; then
     local map=slot
     [[ $order == cyclic ]] && map=node
-    cluster_mpirun "$LOCAL" -n $((H * LOCAL)) --map-by $map "$bin/comm_bench" --backend mpi --algo "${algo#mpi-}" "$@" \
-      >"$log.h0" 2>&1 || rc=1
+    (((${#setting[@]})) && export "${setting[@]}"
+     cluster_mpirun "$LOCAL" -n $((H * LOCAL)) --map-by $map "$bin/comm_bench" --backend mpi --algo "${algo#mpi-}" "$@" \
+      >"$log.h0" 2>&1) || rc=1
   else
-    cluster_launch "$bin" "$LOCAL" "$order" "$port" "$log" "$bin/comm_bench" --backend tcp --algo "$algo" "$@" || rc=1
+    (((${#setting[@]})) && export "${setting[@]}"
+     cluster_launch "$bin" "$LOCAL" "$order" "$port" "$log" "$bin/comm_bench" --backend tcp --algo "$algo" "$@") || rc=1
   fi
   cp "$log.h0" "$log"
   for ((i = 0; i < H; i++)); do after[i]=$(cluster_tx_bytes $i); done

@@ -46,6 +46,9 @@ CommOptions CommOptions::from_env() {
   int64_t seg = env::get_int(env::kSegmentBytes);
   if (seg < 64) throw std::invalid_argument("COMM_SEGMENT_BYTES must be at least 64");
   o.thresholds.segment_bytes = static_cast<size_t>(seg);
+  const int64_t piece = env::get_int(env::kHierarchicalPieceBytes);
+  if (piece < 0) throw std::invalid_argument("COMM_HIERARCHICAL_PIECE_BYTES must be >= 0");
+  o.thresholds.hierarchical_piece_bytes = static_cast<size_t>(piece);
   o.debug_collectives = env::get_bool(env::kDebugCollectives);
   o.waiters_run = env::get_bool(env::kWaitersRun);
   return o;

@@ -64,6 +64,8 @@ struct CollArgs {
 class AlgoThresholds {
  public:
   size_t segment_bytes = 1 << 20;  // ring and tree-broadcast pipelining segment (COMM_SEGMENT_BYTES)
+  // Hierarchical allreduce's pipeline piece (COMM_HIERARCHICAL_PIECE_BYTES; 0 = no pipeline).
+  size_t hierarchical_piece_bytes = 1 << 20;
 
   // Both throw std::invalid_argument, listing the registered variables, for a variable
   // no registered algorithm declares.
@@ -88,6 +90,7 @@ struct CommOptions {
   bool waiters_run = true;
   // Defaults from COMM_ALGO, COMM_TIMEOUT_S, every registered algorithm's threshold
   // variable (COMM_RD_MAX_BYTES, COMM_TREE_MAX_BYTES, ...), COMM_SEGMENT_BYTES,
+  // COMM_HIERARCHICAL_PIECE_BYTES,
   // COMM_DEBUG_COLLECTIVES, COMM_WAITERS_RUN.
   static CommOptions from_env();
 };

@@ -22,6 +22,9 @@ const std::vector<Knob>& declared_knobs() {
       {kRendezvousTimeoutS, "120", "seconds to wait for all ranks to join the store"},
       kAlgorithmThresholds,
       {kSegmentBytes, "1048576", "ring pipelining: bytes per segment of a chunk"},
+      {kHierarchicalPieceBytes, "1048576",
+       "hierarchical allreduce: buffers of at least two such pieces run as a pipeline of pieces (one piece's host "
+       "reduce-scatter or allgather while another crosses the network); 0 = never"},
       {kWaitersRun, "1",
        "1 = a thread waiting on a queued (async) collective runs it, and those issued before it, itself, so a batch "
        "issued then waited costs no thread hand-off; the worker thread runs what nobody waits for; 0 = only the worker "

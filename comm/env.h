@@ -47,6 +47,7 @@ inline constexpr const char* kRendezvousTimeoutS = "COMM_RENDEZVOUS_TIMEOUT_S";
 inline constexpr const char* kTreeMaxBytes = "COMM_TREE_MAX_BYTES";
 inline constexpr const char* kRdMaxBytes = "COMM_RD_MAX_BYTES";
 inline constexpr const char* kSegmentBytes = "COMM_SEGMENT_BYTES";
+inline constexpr const char* kHierarchicalPieceBytes = "COMM_HIERARCHICAL_PIECE_BYTES";
 inline constexpr const char* kLogLevel = "COMM_LOG_LEVEL";
 inline constexpr const char* kTcpIfname = "COMM_TCP_IFNAME";
 inline constexpr const char* kTcpAddr = "COMM_TCP_ADDR";

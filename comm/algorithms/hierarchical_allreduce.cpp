@@ -11,12 +11,127 @@
 // with round-robin numbering every one of its links crosses the network. Every element
 // is reduced once, in one order for all ranks: the ranks end bit-identical (the order
 // differs from the flat ring's, so the bits may differ from its by rounding).
+// Buffers of at least two pieces (COMM_HIERARCHICAL_PIECE_BYTES): a pipeline of pieces,
+// the host phases of some overlapping the cross-host allreduce of others (pipelined()).
 // Hosts with different numbers of ranks: a ring in host order (crossing the network
 // once per host per step). One host, or one rank per host: the flat ring.
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+
 #include "comm/algorithms/registry.h"
 #include "comm/algorithms/ring_common.h"
 
 namespace dpt::algo {
+
+// The three phases one after another on `data` (in place), on this thread.
+static void three_phases(Communicator& c, const CollArgs& in_place, const Buffer& data, int L) {
+  Communicator& host = c.host_group();
+  Communicator& across = c.cross_host_group();
+  CollArgs d = in_place;
+  d.send = d.recv = data;
+  const ChunkLayout layout{data.count, L};
+  ring_reduce_scatter_phase(host, d, data, layout, 0);
+  const int mine = mod(host.rank() + 1, L);
+  const Buffer shard = data.slice(layout.offset(mine), layout.len(mine));
+  if (shard.count > 0) {  // empty on every host alike (same layout), so all skip together
+    CollArgs b = d;
+    b.send = b.recv = shard;
+    auto_pick(CollKind::allreduce, shard.bytes(), across.size(), c.options().thresholds, across.topology())
+        .run(across, b);
+  }
+  ring_allgather_phase(host, d, data, layout, 1, post_allgather_recvs(host, d, data, layout, 1));
+}
+
+// Buffers of at least two pieces (COMM_HIERARCHICAL_PIECE_BYTES): the phases run as a
+// pipeline of pieces, so the host's reduce-scatter or allgather of one piece (memory and
+// the host's cores) overlaps another piece's allreduce across hosts (the network); one
+// after another, the host phases left the link idle for their whole time. This thread
+// runs the host phases: every piece's reduce-scatter, then every piece's allgather as
+// its allreduce ends; a second thread runs the allreduces across hosts, each as its
+// piece's reduce-scatter ends. Each group sees its phases in the same order on every
+// rank, all under this collective's tag: messages of one group between two ranks match
+// in the order sent, as the ring's segments do, and the two groups share no pair of
+// ranks. The last piece takes the remainder. Returns false for buffers under two pieces.
+static bool pipelined(Communicator& c, const CollArgs& in_place, int L) {
+  const Buffer& all = in_place.recv;
+  const size_t piece = c.options().thresholds.hierarchical_piece_bytes / dtype_size(all.dtype);
+  if (piece == 0 || all.count < 2 * piece) return false;
+  Communicator& host = c.host_group();
+  Communicator& across = c.cross_host_group();
+  const size_t pieces = all.count / piece;
+  auto piece_of = [&](size_t i) {
+    const size_t begin = i * piece;
+    return all.slice(begin, (i + 1 == pieces ? all.count : begin + piece) - begin);
+  };
+  const int mine = mod(host.rank() + 1, L);  // the chunk the host reduce-scatter leaves here
+  CollArgs d = in_place;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t scattered = 0, reduced = 0;  // pieces whose reduce-scatter / cross-host allreduce ended
+  bool stop = false;
+  std::exception_ptr across_error;
+  std::thread across_thread([&] {
+    try {
+      for (size_t i = 0; i < pieces; ++i) {
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [&] { return stop || scattered > i; });
+          if (stop) return;
+        }
+        const Buffer p = piece_of(i);
+        const ChunkLayout layout{p.count, L};
+        const Buffer shard = p.slice(layout.offset(mine), layout.len(mine));
+        if (shard.count > 0) {
+          CollArgs b = in_place;  // (not d: this thread's own copy)
+          b.send = b.recv = shard;
+          auto_pick(CollKind::allreduce, shard.bytes(), across.size(), c.options().thresholds, across.topology())
+              .run(across, b);
+        }
+        std::lock_guard<std::mutex> lk(mu);
+        reduced = i + 1;
+        cv.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu);
+      across_error = std::current_exception();
+      cv.notify_all();
+    }
+  });
+  try {
+    for (size_t i = 0; i < pieces; ++i) {
+      const Buffer p = piece_of(i);
+      d.send = d.recv = p;
+      ring_reduce_scatter_phase(host, d, p, ChunkLayout{p.count, L}, 0);
+      std::lock_guard<std::mutex> lk(mu);
+      scattered = i + 1;
+      cv.notify_all();
+    }
+    for (size_t i = 0; i < pieces; ++i) {
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return across_error || reduced > i; });
+        if (reduced <= i) std::rethrow_exception(across_error);
+      }
+      const Buffer p = piece_of(i);
+      const ChunkLayout layout{p.count, L};
+      d.send = d.recv = p;
+      ring_allgather_phase(host, d, p, layout, 1, post_allgather_recvs(host, d, p, layout, 1));
+    }
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      stop = true;
+      cv.notify_all();
+    }
+    across_thread.join();  // ends with its current allreduce (a failed group fails it too)
+    throw;
+  }
+  across_thread.join();
+  return true;
+}
 
 static void run(Communicator& c, const CollArgs& a) {
   copy_if_distinct(a.recv, a.send);
@@ -28,20 +143,8 @@ static void run(Communicator& c, const CollArgs& a) {
   const Algorithm& ring = *find(CollKind::allreduce, "ring");
   if (t.hosts() == 1 || L == 1) return ring.run(c, in_place);
   if (L == 0) return ring.run(c.host_ordered_group(), in_place);
-
-  Communicator& host = c.host_group();
-  Communicator& across = c.cross_host_group();
-  const ChunkLayout layout{a.recv.count, L};
-  ring_reduce_scatter_phase(host, in_place, a.recv, layout, 0);
-  const int mine = mod(host.rank() + 1, L);
-  const Buffer shard = a.recv.slice(layout.offset(mine), layout.len(mine));
-  if (shard.count > 0) {  // empty on every host alike (same layout), so all skip together
-    CollArgs b = in_place;
-    b.send = b.recv = shard;
-    auto_pick(CollKind::allreduce, shard.bytes(), across.size(), c.options().thresholds, across.topology())
-        .run(across, b);
-  }
-  ring_allgather_phase(host, in_place, a.recv, layout, 1, post_allgather_recvs(host, in_place, a.recv, layout, 1));
+  if (pipelined(c, in_place, L)) return;
+  three_phases(c, in_place, a.recv, L);
 }
 
 // `auto`: on several hosts with L > 1 ranks each, numbered other than in blocks (the flat
