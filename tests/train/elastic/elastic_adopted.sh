@@ -13,15 +13,11 @@
 set -euo pipefail
 bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-launcher=""
-trap '[[ -n $launcher ]] && kill "$launcher" 2>/dev/null; wait; [[ -n ${ELASTIC_KEEP:-} ]] && echo "kept $work" || rm -rf "$work"' EXIT
-export COMM_TIMEOUT_S=20 COMM_RENDEZVOUS_TIMEOUT_S=30 OPENBLAS_NUM_THREADS=1
+source "$here/elastic_job.sh"
 steps=60 at=25
 args=(--elastic --backend tcp --algo ring --model mlp --optimizer adam --lr 1e-3 --lr-schedule constant --no-shuffle
       --batch-size 64 --log-every 1 --max-eval-samples 64 --steps $steps)
 ids=n0.l0.i0,n0.l1.i0,n0.l2.i0,n0.l3.i0
-fail() { echo "FAIL: $*"; exit 1; }
 
 "$bin/launch" --elastic -n 4 "$bin/train" "${args[@]}" --debug-state-dump "$work/ref" > "$work/ref.log" 2>&1 ||
   { tail -n 20 "$work/ref.log"; fail "the reference job (no failure) failed"; }

@@ -9,12 +9,8 @@
 set -euo pipefail
 bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-launcher=""
-trap '[[ -n $launcher ]] && kill "$launcher" 2>/dev/null; wait; [[ -n ${ELASTIC_KEEP:-} ]] && echo "kept $work" || rm -rf "$work"' EXIT
-export COMM_TIMEOUT_S=20 COMM_RENDEZVOUS_TIMEOUT_S=30 OPENBLAS_NUM_THREADS=1
+source "$here/elastic_job.sh"
 steps=40
-fail() { echo "FAIL: $*"; exit 1; }
 "$bin/launch" --elastic -n 3:4 "$bin/train" --elastic --backend tcp --model mlp --no-shuffle --batch-size 1000 \
   --log-every 1 --max-eval-samples 2000 --steps $steps --metrics-out "$work/m.jsonl" --debug-sample-log "$work/samples" \
   --debug-signal 2:15:eval > "$work/log" 2>&1 &

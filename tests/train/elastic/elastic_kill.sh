@@ -23,10 +23,7 @@ RANDOM=$SEED
 echo "elastic kill: SEED=$SEED, $rounds rounds (replay: SEED=$SEED $0 $bin $rounds)"
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/resume_reference.sh"
-work=$(mktemp -d)
-launcher=""
-trap '[[ -n $launcher ]] && kill "$launcher" 2>/dev/null; wait; [[ -n ${ELASTIC_KEEP:-} ]] && echo "kept $work" || rm -rf "$work"' EXIT
-export COMM_TIMEOUT_S=20 COMM_RENDEZVOUS_TIMEOUT_S=30 OPENBLAS_NUM_THREADS=1
+source "$here/elastic_job.sh"
 steps=150   # 150 x 4 x 96 samples: within the first epoch
 args=(--backend tcp --algo ring --model mlp --optimizer adam --lr 1e-3 --lr-schedule constant --no-shuffle
       --batch-size 96 --log-every 1 --max-eval-samples 64)
