@@ -21,6 +21,21 @@ double thread_cpu_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+// Runs f, adding its time and `calls` products of 2*m*n*k FLOPs each to this thread's
+// GemmClock when one is installed.
+template <class F>
+void clocked(int m, int n, int k, int calls, F&& f) {
+  if (!t_clock) return f();
+  GemmClock& clock = *t_clock;
+  const auto w0 = std::chrono::steady_clock::now();
+  const double c0 = thread_cpu_seconds();
+  f();
+  clock.cpu_seconds += thread_cpu_seconds() - c0;
+  clock.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  clock.flops += 2.0 * m * n * k * calls;
+  clock.calls += calls;
+}
+
 void sgemm_untimed(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                    const float* b, int ldb, float beta, float* c, int ldc) {
   const bool bf16 = t_precision == GemmPrecision::bf16 && bf16_gemm_native();
@@ -42,15 +57,14 @@ GemmPrecisionScope::~GemmPrecisionScope() { t_precision = previous_; }
 
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
            int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  if (!t_clock) return sgemm_untimed(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  GemmClock& clock = *t_clock;
-  const auto w0 = std::chrono::steady_clock::now();
-  const double c0 = thread_cpu_seconds();
-  sgemm_untimed(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  clock.cpu_seconds += thread_cpu_seconds() - c0;
-  clock.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-  clock.flops += 2.0 * m * n * k;
-  ++clock.calls;
+  clocked(m, n, k, 1, [&] { sgemm_untimed(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
+}
+
+void sgemm_bf16_operands(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const uint16_t* a,
+                         const uint16_t* b, float beta, float* c, int ldc) {
+  const int lda = trans_a ? m : k, ldb = trans_b ? k : n;  // dense in their stored layout
+  if (t_recorder) t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16_gemm_native()});
+  clocked(m, n, k, 1, [&] { gemm_bf16_operands(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, ldc); });
 }
 
 void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -74,16 +88,10 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
   if (t_precision == GemmPrecision::bf16 && bf16_gemm_native() && batch > 1) {
     // One oneDNN call for the batch (recorded and timed as its members).
     if (t_recorder) t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, true}, batch);
-    const auto w0 = std::chrono::steady_clock::now();
-    const double c0 = t_clock ? thread_cpu_seconds() : 0;
-    gemm_bf16_batched(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c,
-                      batch);
-    if (t_clock) {
-      t_clock->cpu_seconds += thread_cpu_seconds() - c0;
-      t_clock->wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-      t_clock->flops += 2.0 * m * n * k * batch;
-      t_clock->calls += batch;
-    }
+    clocked(m, n, k, batch, [&] {
+      gemm_bf16_batched(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                        stride_c, batch);
+    });
     return;
   }
   for (int i = 0; i < batch; ++i)

@@ -52,6 +52,20 @@ void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, con
 void gemm_bf16_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                        int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
                        int64_t stride_c, int batch);
+// Products on operands the caller converted to bf16 itself, for operands that several
+// products share (a convolution's weights feed its forward and its backward-data product,
+// its dY both backward products, and its im2col columns can be gathered as bf16 directly):
+// each is converted once instead of once per product. A and B are dense bf16 bits (round
+// to nearest even, models/bf16.h) in their stored layout: op(A) m x k is stored m x k, or
+// k x m when transposed, with the stored row length as leading dimension; likewise B. C is
+// fp32 with ldc. Native, the same oneDNN matmul as gemm_bf16 (identical results); elsewhere
+// the operands widened back to fp32 and multiplied by the fp32 engine (the emulation).
+// sgemm_bf16_operands records and times the call as sgemm() does (a bf16 GemmShape with
+// lda/ldb the stored row lengths); gemm_bf16_operands records nothing.
+void gemm_bf16_operands(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const uint16_t* a,
+                        const uint16_t* b, float beta, float* c, int ldc);
+void sgemm_bf16_operands(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const uint16_t* a,
+                         const uint16_t* b, float beta, float* c, int ldc);
 // True where gemm_bf16 is native (oneDNN bf16 matmul on AMX or AVX512-BF16, not its
 // reference implementation): decided once, at the first call.
 bool bf16_gemm_native();

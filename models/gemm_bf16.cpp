@@ -1,5 +1,6 @@
 // gemm_bf16 (models/gemm.h): bf16 operands, fp32 accumulation and output, on oneDNN's
 // matmul primitive where the CPU has AMX-BF16 or AVX512-BF16, emulated elsewhere.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -9,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "models/bf16.h"
 #include "models/cpu_features.h"
 #include "models/gemm.h"
 #include "models/gemm_engine.h"
@@ -29,22 +31,7 @@ void onednn_threads_for(int m, int n, int k);  // models/gemm_engine.cpp
 #endif
 namespace {
 
-// fp32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN, overflow becomes
-// inf. Branch-free so the loops below vectorise.
-inline uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
-
-inline float bf16_rounded(float f) {
-  const uint32_t u = uint32_t{bf16_bits(f)} << 16;
-  float r;
-  std::memcpy(&r, &u, sizeof r);
-  return r;
-}
+inline float bf16_rounded(float f) { return bf16_value(bf16_bits(f)); }
 
 void to_bf16_row(const float* s, uint16_t* d, int n) {
   for (int j = 0; j < n; ++j) d[j] = bf16_bits(s[j]);
@@ -65,7 +52,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_row
     const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(s + j + 16), _mm512_loadu_ps(s + j));
     _mm512_storeu_si512(d + j, reinterpret_cast<__m512i>(v));
   }
-  for (; j < n; ++j) d[j] = bf16_bits(s[j]);
+  // The rest (short rows: a convolution's output row of 4 to 16 pixels) in one masked step
+  // of up to 16 and one of the rest, not element by element.
+  for (; j < n; j += 16) {
+    const __mmask16 live = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(live, s + j));
+    _mm256_mask_storeu_epi16(d + j, live, reinterpret_cast<__m256i>(v));
+  }
 }
 #endif
 
@@ -220,6 +213,16 @@ dnnl_stream_t thread_stream() {
   return owner.s;
 }
 
+void execute(Matmul& mm, const uint16_t* a, const uint16_t* b, float* c) {
+  check(dnnl_memory_set_data_handle(mm.a, const_cast<uint16_t*>(a)), "set A");
+  check(dnnl_memory_set_data_handle(mm.b, const_cast<uint16_t*>(b)), "set B");
+  check(dnnl_memory_set_data_handle(mm.c, c), "set C");
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}};
+  dnnl_stream_t s = thread_stream();
+  check(dnnl_primitive_execute(mm.prim, s, 3, args), "bf16 matmul");
+  check(dnnl_stream_wait(s), "stream wait");
+}
+
 // `batch` products at element strides: each member's operands converted to dense bf16,
 // one after another, then one oneDNN matmul over all of them (a 3-D matmul lets oneDNN
 // pick its brgemm kernels for products too small to pay for a call each).
@@ -264,13 +267,7 @@ void native_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
     if (int64_t(batch) * int64_t(na + nb) < (int64_t{1} << 16)) body(0, rows);
     else parallel_for(rows, parallel_grain(std::max(sa.cols, sb.cols)), body);
   }
-  check(dnnl_memory_set_data_handle(mm.a, ha.data()), "set A");
-  check(dnnl_memory_set_data_handle(mm.b, hb.data()), "set B");
-  check(dnnl_memory_set_data_handle(mm.c, out), "set C");
-  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.c}};
-  dnnl_stream_t s = thread_stream();
-  check(dnnl_primitive_execute(mm.prim, s, 3, args), "bf16 matmul");
-  check(dnnl_stream_wait(s), "stream wait");
+  execute(mm, ha.data(), hb.data(), out);
   if (!side_by_side) return;
   const float* src = dense_c.data();
   auto scatter = [=](int64_t r0, int64_t r1) {  // row r of member i = r / m
@@ -373,6 +370,40 @@ void gemm_bf16_batched(bool trans_a, bool trans_b, int m, int n, int k, float al
   for (int i = 0; i < batch; ++i)
     gemm_bf16(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c,
               ldc);
+}
+
+void to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  constexpr int64_t kRow = int64_t{1} << 30;  // the row converters take int lengths
+  for (int64_t i = 0; i < n; i += kRow) to_bf16_row_best(src + i, dst + i, int(std::min(kRow, n - i)));
+}
+
+const uint16_t* Bf16Copy::convert(const float* src, int64_t n) {
+  v_.resize(static_cast<size_t>(n));
+  uint16_t* dst = v_.data();
+  if (n < (int64_t{1} << 16)) {
+    to_bf16(src, dst, n);
+  } else {
+    parallel_for(n, int64_t{1} << 15, [&](int64_t first, int64_t last) { to_bf16(src + first, dst + first, last - first); });
+  }
+  return dst;
+}
+
+void gemm_bf16_operands(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const uint16_t* a,
+                        const uint16_t* b, float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_c(m, n, beta, c, ldc);
+  if (ldc < n)
+    throw std::invalid_argument("gemm_bf16_operands: ldc " + std::to_string(ldc) + " below n " + std::to_string(n));
+  const Stored sa = stored_a(trans_a, m, k), sb = stored_b(trans_b, k, n);
+#ifdef DPT_HAVE_ONEDNN
+  if (bf16_gemm_native()) return execute(cached_matmul(trans_a, trans_b, m, n, k, ldc, alpha, beta), a, b, c);
+#endif
+  thread_local std::vector<float> wa, wb;
+  wa.resize(size_t(sa.rows) * sa.cols);
+  wb.resize(size_t(sb.rows) * sb.cols);
+  for (size_t i = 0; i < wa.size(); ++i) wa[i] = bf16_value(a[i]);
+  for (size_t i = 0; i < wb.size(); ++i) wb[i] = bf16_value(b[i]);
+  sgemm_with(gemm_engine(), trans_a, trans_b, m, n, k, alpha, wa.data(), sa.cols, wb.data(), sb.cols, beta, c, ldc);
 }
 
 }  // namespace dpt

@@ -80,6 +80,8 @@ void Module::set_compute_precision(ComputePrecision p) {
 }
 
 void Module::zero_grad() {
+  if (!cuda_) return store_.mark_grads_zero();  // written as zeros or stored over when touched
+  // On CUDA the host gradients are overwritten by downloads, not by layers: zero them now.
   float* g = store_.flat_grads().data();
   parallel_for(static_cast<int64_t>(store_.total_numel()), 1 << 18,
                [&](int64_t first, int64_t last) { std::fill(g + first, g + last, 0.0f); });
@@ -149,7 +151,9 @@ void Module::backward() {
   if (!have_loss_grad_) throw std::logic_error(name_ + ": backward() without forward() and loss()");
   have_loss_grad_ = false;
   const GemmPrecisionScope gemm_scope(gemm_precision_);
+  const ParamStore::BackwardScope in_backward(store_);
   sink_.begin(use_counts_, [this](size_t p) {
+    store_.settle_grad(p);  // final: a layer that announced it without writing it leaves zeros
     const ParamInfo& info = store_.infos()[p];
     if (cuda_ && grad_download_) store_.download_grads(info.offset, info.offset + info.numel);
     if (fp16() && !cuda_) round_to_f16(store_.grad_span(p));

@@ -107,6 +107,8 @@ class Module {
   // off and downloads the reduced values.
   void set_grad_download(bool on) { grad_download_ = on; }
 
+  // Every gradient zero. On the host lazily (models/param_store.h): no pass over the
+  // gradients; the next backward stores where it would have added onto zeros.
   void zero_grad();
   // Zeroes only the device gradients (ZeRO-2/3 keep the host buffer zero themselves).
   void zero_device_grad() { store_.zero_device_grads(); }

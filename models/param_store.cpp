@@ -7,6 +7,7 @@
 #include "device/runtime.h"
 #include "models/crc32.h"
 #include "models/page_memory.h"
+#include "models/parallel_for.h"
 #include "models/tensor.h"
 
 namespace dpt {
@@ -106,7 +107,55 @@ static std::span<float> padded(LazyFloats& v, size_t n, const char* what) {
 }
 
 std::span<float> ParamStore::padded_params(size_t n) { return padded(params_, n, "parameters"); }
-std::span<float> ParamStore::padded_grads(size_t n) { return padded(grads_, n, "gradients"); }
+std::span<float> ParamStore::padded_grads(size_t n) {
+  settle_bulk();
+  return padded(grads_, n, "gradients");
+}
+
+void ParamStore::mark_grads_zero() {
+  if (!finalized_) throw std::logic_error("ParamStore::mark_grads_zero() before finalize()");
+  pending_.assign(infos_.size(), 1);
+  pending_count_ = infos_.size();
+}
+
+float* ParamStore::claim_grad(size_t index, bool& was_zero) {
+  was_zero = pending_count_ > 0 && pending_[index];
+  if (was_zero) {
+    pending_[index] = 0;
+    --pending_count_;
+  }
+  return grads_.data() + infos_[index].offset;
+}
+
+void ParamStore::settle_grad(size_t index) const {
+  if (pending_count_ == 0 || !pending_[index]) return;
+  const ParamInfo& p = infos_[index];
+  // Logically const (see pending_): the values were zero already.
+  float* g = const_cast<float*>(grads_.data()) + p.offset;
+  std::fill(g, g + p.numel, 0.0f);
+  pending_[index] = 0;
+  --pending_count_;
+}
+
+void ParamStore::settle_grads() const {
+  if (pending_count_ == 0) return;
+  float* g = const_cast<float*>(grads_.data());
+  // Runs of consecutive pending parameters are one contiguous range: cleared in parallel.
+  for (size_t i = 0; i < infos_.size();) {
+    if (!pending_[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < infos_.size() && pending_[j]) pending_[j++] = 0;
+    const size_t begin = infos_[i].offset, end = infos_[j - 1].offset + infos_[j - 1].numel;
+    parallel_for(static_cast<int64_t>(end - begin), 1 << 18, [&](int64_t first, int64_t last) {
+      std::fill(g + begin + first, g + begin + last, 0.0f);
+    });
+    i = j;
+  }
+  pending_count_ = 0;
+}
 
 void ParamStore::attach_device() {
   if (!finalized_) throw std::logic_error("ParamStore::attach_device() before finalize()");
@@ -122,6 +171,7 @@ void ParamStore::upload_params(size_t begin, size_t end) {
 }
 
 void ParamStore::download_grads(size_t begin, size_t end) {
+  settle_grads();  // a pending gradient in the range must not be zeroed after the copy
   device::copy(grads_.data() + begin, device_grads_.data() + begin, (end - begin) * sizeof(float));
   downloaded_ += (end - begin) * sizeof(float);
 }

@@ -33,6 +33,17 @@
 // rank 0's parameters (no rank holds them all). Unsharded stores seal nothing.
 // Both flat buffers are LazyFloats: zero, and costing no RAM, until written.
 //
+// Lazily zeroed gradients: zeroing every gradient before each step is a full pass over
+// them (a tenth of a small CNN's step on the CPU), and PyTorch's zero_grad(set_to_none=True)
+// skips it the same way. mark_grads_zero() records every host gradient as *pending*
+// zero without writing it. A pending gradient is written as zeros when first touched:
+// grad(i) / grad_span(i) for that parameter, the bulk views (flat_grads, padded_grads)
+// for all of them, except inside a backward pass (BackwardScope), where bulk readers
+// (DDP's buckets) read only gradients already final, and the pending ones are still to
+// be written. A layer that writes every element of a gradient takes it with claim_grad(i),
+// which says whether it was pending: then the layer stores instead of adding (a GEMM with
+// beta 0), and nothing zeroes it first.
+//
 // Device mirror (Module::to_cuda): the host buffers stay the authoritative copy that
 // optimizers, DDP, ZeRO and checkpoints work on; a CUDA copy of both buffers is what
 // the layers' CUDA paths read and accumulate into. Module moves values between them:
@@ -101,14 +112,45 @@ class ParamStore {
 
   float* param(size_t index) { return params_.data() + infos_[index].offset; }
   const float* param(size_t index) const { return params_.data() + infos_[index].offset; }
-  float* grad(size_t index) { return grads_.data() + infos_[index].offset; }
+  float* grad(size_t index) {
+    if (pending_count_ > 0) settle_grad(index);
+    return grads_.data() + infos_[index].offset;
+  }
   std::span<float> param_span(size_t index) { return {param(index), infos_[index].numel}; }
   std::span<float> grad_span(size_t index) { return {grad(index), infos_[index].numel}; }
 
+  // Lazily zeroed gradients (above).
+  void mark_grads_zero();
+  // The gradient of `index` for a writer of all of its elements; was_zero: it was pending
+  // (store, do not add). No longer pending either way.
+  float* claim_grad(size_t index, bool& was_zero);
+  // Writes a pending gradient as zeros (no-op otherwise); settle_grads: every one.
+  void settle_grad(size_t index) const;
+  void settle_grads() const;
+  size_t pending_grads() const { return pending_count_; }
+  // While one lives, bulk views leave pending gradients pending (Module::backward).
+  class BackwardScope {
+   public:
+    explicit BackwardScope(ParamStore& s) : s_(s), previous_(s.in_backward_) { s.in_backward_ = true; }
+    ~BackwardScope() { s_.in_backward_ = previous_; }
+    BackwardScope(const BackwardScope&) = delete;
+    BackwardScope& operator=(const BackwardScope&) = delete;
+
+   private:
+    ParamStore& s_;
+    bool previous_;
+  };
+
   std::span<float> flat_params() { return {params_.data(), total_}; }
   std::span<const float> flat_params() const { return {params_.data(), total_}; }
-  std::span<float> flat_grads() { return {grads_.data(), total_}; }
-  std::span<const float> flat_grads() const { return {grads_.data(), total_}; }
+  std::span<float> flat_grads() {
+    settle_bulk();
+    return {grads_.data(), total_};
+  }
+  std::span<const float> flat_grads() const {
+    settle_bulk();
+    return {grads_.data(), total_};
+  }
   // The first n elements including padding; n <= total_numel() + kShardSlack
   // (std::length_error otherwise).
   std::span<float> padded_params(size_t n);
@@ -146,6 +188,9 @@ class ParamStore {
  private:
   // Throws unless `name` is new and the store still takes registrations.
   void check_new_name(const std::string& name, const char* what) const;
+  void settle_bulk() const {
+    if (pending_count_ > 0 && !in_backward_) settle_grads();
+  }
 
   std::vector<ParamInfo> infos_;
   std::vector<BufferInfo> buffer_infos_;
@@ -160,6 +205,11 @@ class ParamStore {
   size_t total_ = 0;
   bool finalized_ = false;
   uint64_t uploaded_ = 0, downloaded_ = 0;
+  // Pending-zero gradients, per parameter. Mutable: settling a pending gradient does not
+  // change what any reader sees (zeros either way), so const views may do it.
+  mutable std::vector<uint8_t> pending_;
+  mutable size_t pending_count_ = 0;
+  bool in_backward_ = false;
 };
 
 }  // namespace dpt

@@ -1,9 +1,14 @@
 #include "models/layers/conv2d.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <stdexcept>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
+#include "models/bf16.h"
 #include "models/gemm.h"
 #include "models/init.h"
 #include "models/parallel_for.h"
@@ -64,6 +69,8 @@ void Conv2d::plan(const Tensor& in) {
     }
     return false;
   };
+  row_copy_ = stride_ == 1 && ow_ >= kRowCopyMin;
+  padded_ = row_copy_ && pad_ > 0;
   taps_.clear();
   offsets_.clear();
   for (int64_t ky = 0; ky < k_; ++ky)
@@ -71,8 +78,15 @@ void Conv2d::plan(const Tensor& in) {
       if (!live(ky, oh_, h_) || !live(kx, ow_, w_in_)) continue;
       taps_.push_back({ky, kx});
       for (int64_t oy = 0; oy < oh_; ++oy)
-        for (int64_t ox = 0; ox < ow_; ++ox)
-          offsets_.push_back(static_cast<int32_t>((oy * stride_ + ky) * wp_ + ox * stride_ + kx));
+        for (int64_t ox = 0; ox < ow_; ++ox) {
+          if (row_copy_) {  // into xp (the input itself when pad is 0)
+            offsets_.push_back(static_cast<int32_t>((oy * stride_ + ky) * wp_ + ox * stride_ + kx));
+            continue;
+          }
+          const int64_t iy = oy * stride_ - pad_ + ky, ix = ox * stride_ - pad_ + kx;
+          const bool inside = iy >= 0 && iy < h_ && ix >= 0 && ix < w_in_;
+          offsets_.push_back(inside ? static_cast<int32_t>(iy * w_in_ + ix) : -1);
+        }
     }
   all_taps_ = static_cast<int64_t>(taps_.size()) == k_ * k_;
   rows_ = c_ * static_cast<int64_t>(taps_.size());
@@ -82,7 +96,7 @@ void Conv2d::plan(const Tensor& in) {
 }
 
 void Conv2d::pad_input(const float* x) {
-  if (pad_ == 0) {
+  if (!padded_) {
     xp_data_ = x;
     return;
   }
@@ -105,35 +119,39 @@ void Conv2d::pad_input(const float* x) {
   xp_data_ = xp;
 }
 
-// Output rows are contiguous runs of the padded input when the stride is 1: copied (and
-// added back) a row at a time when they are long enough for that to beat the gather.
-static constexpr int64_t kRowCopyMin = 8;
-
-void Conv2d::im2col(int64_t n0, int64_t nb, float* col) const {
-  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = hp_ * wp_;
-  const bool rows = stride_ == 1 && ow_ >= kRowCopyMin;
-  // Each col row q = (c, tap) is written by one thread.
+void Conv2d::im2col(int64_t n0, int64_t nb, float* col, uint16_t* col16) const {
+  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = padded_ ? hp_ * wp_ : h_ * w_in_;
+  const bool rows = row_copy_;
+  // Each col row q = (c, tap) is written by one thread; as bf16 through an fp32 row that
+  // is converted whole (vector conversion of one long row, not of many short runs).
   parallel_for(c_ * ntaps, parallel_grain(ld), [&](int64_t first, int64_t last) {
+    thread_local std::vector<float> scratch;
+    if (col16) scratch.resize(static_cast<size_t>(ld));
     for (int64_t q = first; q < last; ++q) {
       const int64_t c = q / ntaps, ti = q % ntaps;
       const int32_t* off = offsets_.data() + ti * p_;
-      float* qrow = col + q * ld;
+      float* qrow = col16 ? scratch.data() : col + q * ld;
       for (int64_t j = 0; j < nb; ++j) {
         const float* src = xp_data_ + ((n0 + j) * c_ + c) * plane;
         float* dst = qrow + j * p_;
         if (rows) {
           for (int64_t oy = 0; oy < oh_; ++oy) std::copy_n(src + off[oy * ow_], ow_, dst + oy * ow_);
-        } else {
-          for (int64_t p = 0; p < p_; ++p) dst[p] = src[off[p]];
+        } else {  // offset -1: a padding pixel (a select, not a branch)
+          for (int64_t p = 0; p < p_; ++p) {
+            const int32_t o = off[p];
+            const float v = src[o < 0 ? 0 : o];
+            dst[p] = o < 0 ? 0.0f : v;
+          }
         }
       }
+      if (col16) to_bf16(qrow, col16 + q * ld, ld);
     }
   });
 }
 
 void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const {
-  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = hp_ * wp_;
-  const bool rows = stride_ == 1 && ow_ >= kRowCopyMin;
+  const int64_t ld = nb * p_, ntaps = static_cast<int64_t>(taps_.size()), plane = padded_ ? hp_ * wp_ : h_ * w_in_;
+  const bool rows = row_copy_;
   // The taps of one channel add into the same planes: a channel is one thread's.
   parallel_for(c_, parallel_grain(ntaps * ld), [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c)
@@ -150,11 +168,24 @@ void Conv2d::col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const 
               for (int64_t ox = 0; ox < ow_; ++ox) d[ox] += s[ox];
             }
           } else {
-            for (int64_t p = 0; p < p_; ++p) dst[off[p]] += src[p];
+            for (int64_t p = 0; p < p_; ++p)
+              if (off[p] >= 0) dst[off[p]] += src[p];
           }
         }
       }
   });
+}
+
+// dst[0, n) = src[0, n) with non-temporal stores where aligned (SSE2, every x86-64): the
+// destination's lines are written whole without being read first.
+static void stream_store(const float* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__x86_64__) && defined(__SSE2__)
+  for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i];
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+  _mm_sfence();  // the streamed lines are visible to later loads of any thread
+#endif
+  for (; i < n; ++i) dst[i] = src[i];
 }
 
 bool Conv2d::pick_onednn(bool bf16) {
@@ -189,7 +220,37 @@ void Conv2d::add_bias() {
     }
 }
 
-const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
+// The live taps' columns of W ([OC, C, K, K]) as [OC, rows], converted by `to`.
+template <class Taps, class T, class To>
+static void gather_live_taps(const float* w, int64_t oc, int64_t c_in, int64_t k, int64_t rows, const Taps& taps,
+                             T* wl, To to) {
+  const int64_t kk = k * k, ntaps = static_cast<int64_t>(taps.size());
+  parallel_for(oc, parallel_grain(c_in * kk), [&](int64_t first, int64_t last) {
+    for (int64_t o = first; o < last; ++o)
+      for (int64_t c = 0; c < c_in; ++c)
+        for (int64_t ti = 0; ti < ntaps; ++ti)
+          wl[o * rows + c * ntaps + ti] = to(w[(o * c_in + c) * kk + taps[ti].ky * k + taps[ti].kx]);
+  });
+}
+
+const float* Conv2d::live_weights() {
+  const float* w = store_.param(w_);
+  if (all_taps_) return w;
+  wl_.resize({oc_, rows_});
+  gather_live_taps(w, oc_, c_, k_, rows_, taps_, wl_.data(), [](float v) { return v; });
+  return wl_.data();
+}
+
+void Conv2d::live_weights_bf16() {
+  const float* w = store_.param(w_);
+  w16_.resize(static_cast<size_t>(oc_ * rows_));
+  if (!all_taps_) return gather_live_taps(w, oc_, c_, k_, rows_, taps_, w16_.data(), [](float v) { return bf16_bits(v); });
+  parallel_for(oc_, parallel_grain(rows_), [&](int64_t first, int64_t last) {
+    to_bf16(w + first * rows_, w16_.data() + first * rows_, (last - first) * rows_);
+  });
+}
+
+const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext& ctx) {
   x_ = &in;
   plan(in);
   bf16_ = gemm_precision() == GemmPrecision::bf16 && bf16_gemm_native();
@@ -202,28 +263,31 @@ const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext&) {
     return y_;
   }
   pad_input(in.data());
-  const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());
-  const float* w = store_.param(w_);
-  if (!all_taps_) {  // Wl: the live taps' columns of W
-    wl_.resize({oc_, rows_});
-    float* wl = wl_.data();
-    parallel_for(oc_, parallel_grain(c_ * kk), [&](int64_t first, int64_t last) {
-      for (int64_t o = first; o < last; ++o)
-        for (int64_t c = 0; c < c_; ++c)
-          for (int64_t ti = 0; ti < ntaps; ++ti)
-            wl[o * rows_ + c * ntaps + ti] = w[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx];
-    });
-    w = wl;
+  const float* w = nullptr;
+  // Training: the columns of every chunk kept for backward when they fit the budget.
+  keep_cols_ = ctx.training && rows_ * n_ * p_ * (bf16_ ? 2 : 4) <= kept_columns_bytes_;
+  const int64_t col_cols = keep_cols_ ? n_ * p_ : chunk_ * p_;
+  if (bf16_) {
+    live_weights_bf16();
+    col16_.resize(static_cast<size_t>(rows_ * col_cols));
+  } else {
+    w = live_weights();
+    col_.resize({rows_, col_cols});
   }
   y_.resize({n_, oc_, oh_, ow_});
-  col_.resize({rows_, chunk_ * p_});
   if (chunk_ > 1) yt_.resize({oc_, chunk_ * p_});
   for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
-    im2col(n0, nb, col_.data());
     float* out = nb == 1 ? y_.data() + n0 * oc_ * p_ : yt_.data();
-    sgemm(false, false, static_cast<int>(oc_), static_cast<int>(cols), static_cast<int>(rows_), 1.0f, w,
-          static_cast<int>(rows_), col_.data(), static_cast<int>(cols), 0.0f, out, static_cast<int>(cols));
+    if (bf16_) {
+      im2col(n0, nb, nullptr, col16_at(n0));
+      sgemm_bf16_operands(false, false, static_cast<int>(oc_), static_cast<int>(cols), static_cast<int>(rows_), 1.0f,
+                          w16_.data(), col16_at(n0), 0.0f, out, static_cast<int>(cols));
+    } else {
+      im2col(n0, nb, col_at(n0));
+      sgemm(false, false, static_cast<int>(oc_), static_cast<int>(cols), static_cast<int>(rows_), 1.0f, w,
+            static_cast<int>(rows_), col_at(n0), static_cast<int>(cols), 0.0f, out, static_cast<int>(cols));
+    }
     if (nb > 1)
       parallel_for(nb * oc_, parallel_grain(p_), [&](int64_t first, int64_t last) {
         for (int64_t jo = first; jo < last; ++jo) {
@@ -250,6 +314,28 @@ const float* Conv2d::chunk_dy(const float* dout, int64_t n0, int64_t nb) {
   return dyt;
 }
 
+void Conv2d::dy_bf16(const float* dout) {
+  dy16_.resize(static_cast<size_t>(n_ * oc_ * p_));
+  for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
+    const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
+    uint16_t* dst = dy16_.data() + n0 * oc_ * p_;
+    // Row o of the chunk's [OC, nb*P]: sample j's plane o at j*P, gathered in fp32 and
+    // converted as one row.
+    parallel_for(oc_, parallel_grain(cols), [&](int64_t first, int64_t last) {
+      thread_local std::vector<float> scratch;
+      scratch.resize(static_cast<size_t>(cols));
+      for (int64_t o = first; o < last; ++o) {
+        if (nb == 1) {
+          to_bf16(dout + (n0 * oc_ + o) * p_, dst + o * cols, cols);
+          continue;
+        }
+        for (int64_t j = 0; j < nb; ++j) std::copy_n(dout + ((n0 + j) * oc_ + o) * p_, p_, scratch.data() + j * p_);
+        to_bf16(scratch.data(), dst + o * cols, cols);
+      }
+    });
+  }
+}
+
 const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
   const float* dy = dout.data();
   if (has_bias_) {
@@ -274,50 +360,82 @@ const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_inp
     onednn_->backward_data(dy, dx_.data());
     return dx_;
   }
-  // dWl, accumulated over the chunks: straight into the gradient when every tap is live.
+  // dWl, accumulated over the chunks: straight into the gradient when every tap is live
+  // (stored, not added, by the first chunk when the gradient is still pending zero).
   const int64_t kk = k_ * k_, ntaps = static_cast<int64_t>(taps_.size());
-  float* dwl = store_.grad(w_);
-  if (!all_taps_) {
+  bool dw_zero = false;
+  float* dwl = nullptr;
+  if (all_taps_) {
+    dwl = store_.claim_grad(w_, dw_zero);
+  } else {
     dwl_.resize({oc_, rows_});
     dwl_.zero();
     dwl = dwl_.data();
   }
-  col_.resize({rows_, chunk_ * p_});
+  if (bf16_) dy_bf16(dy);
+  // The forward's columns when it kept them, else rebuilt a chunk at a time.
+  if (!keep_cols_) {
+    if (bf16_) col16_.resize(static_cast<size_t>(rows_ * chunk_ * p_));
+    else col_.resize({rows_, chunk_ * p_});
+  }
   for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
-    im2col(n0, nb, col_.data());
+    const float beta = n0 == 0 && dw_zero ? 0.0f : 1.0f;
+    if (bf16_) {
+      if (!keep_cols_) im2col(n0, nb, nullptr, col16_at(n0));
+      sgemm_bf16_operands(false, true, static_cast<int>(oc_), static_cast<int>(rows_), static_cast<int>(cols), 1.0f,
+                          dy16_.data() + n0 * oc_ * p_, col16_at(n0), beta, dwl, static_cast<int>(rows_));
+      continue;
+    }
+    if (!keep_cols_) im2col(n0, nb, col_at(n0));
     sgemm(false, true, static_cast<int>(oc_), static_cast<int>(rows_), static_cast<int>(cols), 1.0f,
-          chunk_dy(dy, n0, nb), static_cast<int>(cols), col_.data(), static_cast<int>(cols), 1.0f, dwl,
+          chunk_dy(dy, n0, nb), static_cast<int>(cols), col_at(n0), static_cast<int>(cols), beta, dwl,
           static_cast<int>(rows_));
   }
-  if (!all_taps_) {
-    float* dw = store_.grad(w_);
+  if (!all_taps_) {  // dW's live taps += dWl; its dead taps get nothing (zeros when pending)
+    float* dw = store_.claim_grad(w_, dw_zero);
     parallel_for(oc_, parallel_grain(c_ * kk), [&](int64_t first, int64_t last) {
-      for (int64_t o = first; o < last; ++o)
+      thread_local std::vector<float> scratch;
+      for (int64_t o = first; o < last; ++o) {
+        const float* live = dwl + o * rows_;
+        float* row = dw + o * c_ * kk;  // output channel o's [C, K, K]
+        if (!dw_zero) {
+          for (int64_t c = 0; c < c_; ++c)
+            for (int64_t ti = 0; ti < ntaps; ++ti) row[c * kk + taps_[ti].ky * k_ + taps_[ti].kx] += live[c * ntaps + ti];
+          continue;
+        }
+        // Pending: the row is built in cache and streamed out, not read from memory first
+        // (most of it is dead taps' zeros; deep layers' rows are 9x their live weights).
+        scratch.assign(static_cast<size_t>(c_ * kk), 0.0f);
         for (int64_t c = 0; c < c_; ++c)
-          for (int64_t ti = 0; ti < ntaps; ++ti)
-            dw[(o * c_ + c) * kk + taps_[ti].ky * k_ + taps_[ti].kx] += dwl[o * rows_ + c * ntaps + ti];
+          for (int64_t ti = 0; ti < ntaps; ++ti) scratch[c * kk + taps_[ti].ky * k_ + taps_[ti].kx] = live[c * ntaps + ti];
+        stream_store(scratch.data(), row, c_ * kk);
+      }
     });
   }
   sink.ready(w_);  // final now: announce before the dx products so communication overlaps them
   if (!need_input_grad) return dx_;
   const float* wl = all_taps_ ? store_.param(w_) : wl_.data();
   dx_.resize_like(*x_);
-  // col2im adds into a padded dx (dx itself without padding); its interior is dx.
-  Tensor& dxp = pad_ > 0 ? dxp_ : dx_;
-  if (pad_ > 0) dxp_.resize({n_, c_, hp_, wp_});
+  // col2im adds into a padded dx on the row-copy path (dx itself otherwise); its interior is dx.
+  Tensor& dxp = padded_ ? dxp_ : dx_;
+  if (padded_) dxp_.resize({n_, c_, hp_, wp_});
   float* dxp_data = dxp.data();
   parallel_for(static_cast<int64_t>(dxp.numel()), 1 << 16,
                [&](int64_t first, int64_t last) { std::fill(dxp_data + first, dxp_data + last, 0.0f); });
   dcol_.resize({rows_, chunk_ * p_});
   for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
-    sgemm(true, false, static_cast<int>(rows_), static_cast<int>(cols), static_cast<int>(oc_), 1.0f, wl,
-          static_cast<int>(rows_), chunk_dy(dy, n0, nb), static_cast<int>(cols), 0.0f, dcol_.data(),
-          static_cast<int>(cols));
+    if (bf16_)
+      sgemm_bf16_operands(true, false, static_cast<int>(rows_), static_cast<int>(cols), static_cast<int>(oc_), 1.0f,
+                          w16_.data(), dy16_.data() + n0 * oc_ * p_, 0.0f, dcol_.data(), static_cast<int>(cols));
+    else
+      sgemm(true, false, static_cast<int>(rows_), static_cast<int>(cols), static_cast<int>(oc_), 1.0f, wl,
+            static_cast<int>(rows_), chunk_dy(dy, n0, nb), static_cast<int>(cols), 0.0f, dcol_.data(),
+            static_cast<int>(cols));
     col2im(n0, nb, dcol_.data(), dxp.data());
   }
-  if (pad_ > 0) {
+  if (padded_) {
     const float* src = dxp_.data();
     float* dst = dx_.data();
     parallel_for(n_ * c_, parallel_grain(h_ * w_in_), [&](int64_t first, int64_t last) {

@@ -8,12 +8,17 @@
 //   rows   = C * live taps; row q = (c, tap), c outermost.
 //   chunk  a run of consecutive samples processed together; its columns are
 //          (sample j of the chunk, pixel p) -> j*P + p.
-//   xp     the input with its zero padding made real ([N, C, H+2pad, W+2pad]; the input
-//          itself when pad = 0), so every read of im2col is in bounds and branch-free.
-//   offsets  per live tap, the offset in an xp plane that each output pixel reads.
+//   row copy  stride 1 and output rows of at least kRowCopyMin pixels: an output row
+//          reads a contiguous run of input, copied (and added back) a row at a time.
+//   xp     on the row-copy path, the input with its zero padding made real ([N, C,
+//          H+2pad, W+2pad]; the input itself when pad = 0), so every run is in bounds.
+//   offsets  per live tap, the offset each output pixel reads: in an xp plane on the
+//          row-copy path; else in an input plane, -1 for a padding pixel (im2col writes
+//          0 there, col2im skips it), so no padded copy of the input or of dx is made.
 //   col    the [rows, chunk*P] matrix of receptive fields. im2col gathers it through
 //          the offsets (whole rows at a time where stride 1 makes them contiguous);
-//          col2im adds dcol back through the same offsets into a padded dx.
+//          col2im adds dcol back through the same offsets (into a padded dx on the
+//          row-copy path).
 //   Wl     the weights of the live taps, [OC, rows] (the weight tensor itself when
 //          every tap is live; else gathered per forward and scattered back in backward).
 // Forward, per chunk:  Y = Wl col ([OC, chunk*P]); a chunk of one sample writes
@@ -21,9 +26,16 @@
 // Backward, per chunk: dWl += dY col^T (col rebuilt from the input, not kept from
 //                      forward), then dcol = Wl^T dY and col2im adds dcol back onto the
 //                      input positions it was copied from.
+// Columns kept: in training, forward keeps every chunk's columns (chunk after chunk, the
+// block of samples n0.. at rows*n0*P) for backward when they take at most
+// kKeptColumnsBytes, instead of backward gathering them again.
 // Chunks: one sample when P is large enough for a good GEMM on its own; else enough
 // samples for about kTargetColumns columns, so the col buffer stays small (cache) while
 // the products stay wide.
+// bf16 (GemmPrecision::bf16): the same products with bf16 operands, each converted once:
+// Wl gathered or converted into bf16 once per forward (and used again by backward's
+// dcol = Wl^T dY), col gathered straight into bf16, dY converted once per backward for
+// both of its products (models/gemm.h, sgemm_bf16_operands).
 // oneDNN: where models/layers/conv_engine.h's rule (DPT_CONV) picks it for the input shape
 // and the GEMM precision of the forward, oneDNN's convolution primitives
 // (models/layers/conv2d_onednn.h) run forward and backward instead, bf16 when the
@@ -33,6 +45,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "models/layer.h"
 #include "models/layers/conv2d_onednn.h"
@@ -60,8 +73,12 @@ class Conv2d : public Layer {
   // Overrides DPT_CONV for this layer (tests and benchmarks that compare the kernels in
   // one process without changing its environment).
   void set_conv_setting(ConvSetting s) { setting_ = s; }
+  // Overrides kKeptColumnsBytes (tests: 0 makes backward gather its columns again).
+  void set_kept_columns_bytes(int64_t bytes) { kept_columns_bytes_ = bytes; }
 
   static constexpr int64_t kTargetColumns = 512;
+  static constexpr int64_t kKeptColumnsBytes = int64_t{64} << 20;
+  static constexpr int64_t kRowCopyMin = 8;
 
  private:
   struct Tap {
@@ -69,10 +86,20 @@ class Conv2d : public Layer {
   };
   void plan(const Tensor& in);
   void pad_input(const float* x);
-  void im2col(int64_t n0, int64_t nb, float* col) const;
+  // The chunk's columns into col, or as bf16 into col16 when that is given.
+  void im2col(int64_t n0, int64_t nb, float* col, uint16_t* col16 = nullptr) const;
   void col2im(int64_t n0, int64_t nb, const float* col, float* dxp) const;
   // dY of a chunk as [OC, nb*P]: the gradient tensor itself for one sample, else gathered.
   const float* chunk_dy(const float* dout, int64_t n0, int64_t nb);
+  // Chunk n0's columns: the kept block, or the one chunk's buffer.
+  float* col_at(int64_t n0) { return col_.data() + (keep_cols_ ? rows_ * n0 * p_ : 0); }
+  uint16_t* col16_at(int64_t n0) { return col16_.data() + (keep_cols_ ? rows_ * n0 * p_ : 0); }
+  // Every chunk's dY as bf16, chunk after chunk ([OC, nb*P] each, at n0*OC*P) into dy16_.
+  void dy_bf16(const float* dout);
+  // Wl: the weight tensor itself when every tap is live, else gathered into wl_; as bf16
+  // into w16_ (gathered straight from W) when bf16_.
+  const float* live_weights();
+  void live_weights_bf16();
   // Whether this forward (and its backward) runs on oneDNN; prepares its primitives.
   bool pick_onednn(bool bf16);
   // Records the im2col GEMM a oneDNN pass stands for (models/gemm.h's FLOP counts).
@@ -91,9 +118,13 @@ class Conv2d : public Layer {
   std::vector<int32_t> offsets_;   // [live taps][P]
   std::vector<int64_t> planned_;   // the input shape the plan was made for
   bool all_taps_ = true;
+  bool row_copy_ = false, padded_ = false;  // the row-copy path; xp_ (and dxp_) made
+  bool keep_cols_ = false;  // of the last forward
+  int64_t kept_columns_bytes_ = kKeptColumnsBytes;
   const Tensor* x_ = nullptr;
-  const float* xp_data_ = nullptr;  // xp_ or the input
+  const float* xp_data_ = nullptr;  // xp_ when padded_, else the input
   Tensor xp_, col_, yt_, dyt_, dcol_, wl_, dwl_, y_, dxp_, dx_;
+  std::vector<uint16_t> w16_, col16_, dy16_;  // bf16 operands (bf16_ on the im2col path)
   std::unique_ptr<OnednnConv> onednn_;
   bool use_onednn_ = false, bf16_ = false;  // of the last forward
   std::optional<ConvSetting> setting_;

@@ -111,6 +111,13 @@ const Tensor& TiedHead::forward(const Tensor& in, const ForwardContext&) {
   y_.set_device(in.device());
   y_.resize(std::move(shape));
   const bool cuda = in.on_cuda();
+  bf16_ = !cuda && gemm_precision() == GemmPrecision::bf16 && bf16_gemm_native();
+  if (bf16_) {
+    sgemm_bf16_operands(false, true, rows, static_cast<int>(vocab_), static_cast<int>(d_), 1.0f,
+                        x16_.convert(in.data(), rows * d_), w16_.convert(store_.param(table_), vocab_ * d_), 0.0f,
+                        y_.data(), static_cast<int>(vocab_));
+    return y_;
+  }
   sgemm_on(cuda, false, true, rows, static_cast<int>(vocab_), static_cast<int>(d_), 1.0f, in.data(),
            static_cast<int>(d_), store_.param_on(cuda, table_), static_cast<int>(d_), 0.0f, y_.data(),
            static_cast<int>(vocab_));
@@ -120,8 +127,24 @@ const Tensor& TiedHead::forward(const Tensor& in, const ForwardContext&) {
 const Tensor& TiedHead::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
   const int rows = static_cast<int>(dout.numel() / vocab_);
   const bool cuda = dout.on_cuda();
+  if (bf16_) {  // dW first (stored over a pending gradient: the embedding adds its part later)
+    const uint16_t* dy16 = dy16_.convert(dout.data(), int64_t(rows) * vocab_);
+    bool dw_zero = false;
+    float* dw = store_.claim_grad(table_, dw_zero);
+    sgemm_bf16_operands(true, false, static_cast<int>(vocab_), static_cast<int>(d_), rows, 1.0f, dy16, x16_.data(),
+                        dw_zero ? 0.0f : 1.0f, dw, static_cast<int>(d_));
+    sink.ready(table_);
+    if (need_input_grad) {
+      dx_.resize_like(*x_);
+      sgemm_bf16_operands(false, false, rows, static_cast<int>(d_), static_cast<int>(vocab_), 1.0f, dy16,
+                          w16_.data(), 0.0f, dx_.data(), static_cast<int>(d_));
+    }
+    return dx_;
+  }
+  bool dw_zero = false;  // a pending host gradient is stored over (models/param_store.h)
+  float* dw = cuda ? store_.device_grad(table_) : store_.claim_grad(table_, dw_zero);
   sgemm_on(cuda, true, false, static_cast<int>(vocab_), static_cast<int>(d_), rows, 1.0f, dout.data(),
-           static_cast<int>(vocab_), x_->data(), static_cast<int>(d_), 1.0f, store_.grad_on(cuda, table_),
+           static_cast<int>(vocab_), x_->data(), static_cast<int>(d_), dw_zero ? 0.0f : 1.0f, dw,
            static_cast<int>(d_));
   sink.ready(table_);  // not final yet: the embedding adds its part later
   if (need_input_grad) {

@@ -8,6 +8,7 @@
 // gradient is only final after the embedding's own backward (the GradSink counts it).
 #pragma once
 
+#include "models/bf16.h"
 #include "models/layer.h"
 
 namespace dpt {
@@ -50,6 +51,8 @@ class TiedHead : public Layer {
   int64_t vocab_, d_;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
+  bool bf16_ = false;  // of the last forward: the products on bf16 copies (as Linear's)
+  Bf16Copy x16_, w16_, dy16_;
 };
 
 }  // namespace dpt

@@ -56,6 +56,13 @@ const Tensor& Linear::forward(const Tensor& in, const ForwardContext&) {
     }
   }
   // W [out, in]: y = x W^T (ldb in); W [in, out]: y = x W (ldb out).
+  bf16_ = !cuda && gemm_precision() == GemmPrecision::bf16 && bf16_gemm_native();
+  if (bf16_) {
+    sgemm_bf16_operands(false, !in_out_, rows, static_cast<int>(out_), static_cast<int>(in_), 1.0f,
+                        x16_.convert(in.data(), rows * in_), w16_.convert(store_.param(w_), in_ * out_),
+                        has_bias_ ? 1.0f : 0.0f, y, static_cast<int>(out_));
+    return y_;
+  }
   sgemm_on(cuda, false, !in_out_, rows, static_cast<int>(out_), static_cast<int>(in_), 1.0f, in.data(),
            static_cast<int>(in_), store_.param_on(cuda, w_), static_cast<int>(in_out_ ? out_ : in_),
            has_bias_ ? 1.0f : 0.0f, y, static_cast<int>(out_));
@@ -77,14 +84,32 @@ const Tensor& Linear::backward(const Tensor& dout, GradSink& sink, bool need_inp
     }
     sink.ready(b_);
   }
+  // Stored, not added, over a host gradient still pending zero (models/param_store.h).
+  bool dw_zero = false;
+  float* dw = cuda ? store_.device_grad(w_) : store_.claim_grad(w_, dw_zero);
+  const float beta = dw_zero ? 0.0f : 1.0f;
+  if (bf16_) {  // the forward's x and W copies; dy converted once for both products
+    const uint16_t* dy16 = dy16_.convert(dy, int64_t(rows) * out_);
+    if (in_out_)
+      sgemm_bf16_operands(true, false, static_cast<int>(in_), static_cast<int>(out_), rows, 1.0f, x16_.data(), dy16,
+                          beta, dw, static_cast<int>(out_));
+    else
+      sgemm_bf16_operands(true, false, static_cast<int>(out_), static_cast<int>(in_), rows, 1.0f, dy16, x16_.data(),
+                          beta, dw, static_cast<int>(in_));
+    sink.ready(w_);
+    if (need_input_grad) {
+      dx_.resize_like(*x_);
+      sgemm_bf16_operands(false, in_out_, rows, static_cast<int>(in_), static_cast<int>(out_), 1.0f, dy16,
+                          w16_.data(), 0.0f, dx_.data(), static_cast<int>(in_));
+    }
+    return dx_;
+  }
   if (in_out_)  // dW [in, out] += x^T dy
     sgemm_on(cuda, true, false, static_cast<int>(in_), static_cast<int>(out_), rows, 1.0f, x_->data(),
-             static_cast<int>(in_), dy, static_cast<int>(out_), 1.0f, store_.grad_on(cuda, w_),
-             static_cast<int>(out_));
+             static_cast<int>(in_), dy, static_cast<int>(out_), beta, dw, static_cast<int>(out_));
   else  // dW [out, in] += dy^T x
     sgemm_on(cuda, true, false, static_cast<int>(out_), static_cast<int>(in_), rows, 1.0f, dy,
-             static_cast<int>(out_), x_->data(), static_cast<int>(in_), 1.0f, store_.grad_on(cuda, w_),
-             static_cast<int>(in_));
+             static_cast<int>(out_), x_->data(), static_cast<int>(in_), beta, dw, static_cast<int>(in_));
   sink.ready(w_);  // final now: announce before the dx product so communication overlaps it
   if (need_input_grad) {
     dx_.resize_like(*x_);

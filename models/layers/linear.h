@@ -3,8 +3,12 @@
 // Backward: dW += dy^T x, db += column sums of dy, dx = dy W (three sgemm calls).
 // WeightLayout::kInOut stores W transposed, [in, out], as Hugging Face's Conv1D (GPT-2)
 // does: y = x W + b, dW += x^T dy, dx = dy W^T. Only the sgemm transposes differ.
+// bf16 (GemmPrecision::bf16 on a native CPU): x and W converted once in forward and kept,
+// dy once in backward; the three products take the copies (models/gemm.h,
+// sgemm_bf16_operands) instead of converting their operands each.
 #pragma once
 
+#include "models/bf16.h"
 #include "models/layer.h"
 
 namespace dpt {
@@ -33,6 +37,8 @@ class Linear : public Layer {
   size_t w_ = 0, b_ = 0;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
+  bool bf16_ = false;  // of the last forward
+  Bf16Copy x16_, w16_, dy16_;
 };
 
 }  // namespace dpt

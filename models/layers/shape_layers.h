@@ -15,9 +15,14 @@ class MaxPool2d : public Layer {
   MaxPool2d(const std::string& name, int64_t kernel, int64_t stride = 0, int64_t padding = 0);
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  // Forward's loops compiled for AVX-512 where the CPU has it (default), or the baseline
+  // build's (tests compare the two).
+  void set_avx512(bool on) { avx512_ = on; }
+  static bool avx512_available();
 
  private:
   int64_t k_, stride_, pad_;
+  bool avx512_ = true;
   const Tensor* x_ = nullptr;
   std::vector<int32_t> argmax_;  // flat index within the input plane, per output
   Tensor y_, dx_;

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "models/bf16.h"
 #include "models/gemm.h"
 #include "tests/models/gemm_test_cases.h"
 #include "models/models.h"
@@ -157,6 +158,63 @@ TEST_CASE("gemm_bf16 is the fp32-accumulated product of the bf16-rounded operand
   // An fp32 product would stay within fp32's bound of the unrounded reference; bf16
   // operands leave it far behind somewhere (k up to 1000 of values in [-1, 1]).
   CHECK(max_gap_over_fp32_bound > 10.0);
+}
+
+TEST_CASE("gemm_bf16_operands on converted operands equals gemm_bf16 bit for bit; sgemm_bf16_operands records it",
+          "[gemm_bf16]") {
+  // Same primitive on the same bf16 values natively; elsewhere the same fp32 product of the
+  // rounded operands (gemm_bf16's emulation).
+  INFO(bf16_gemm_description());
+  std::mt19937 gen(17);
+  int checked = 0;
+  for (const Case& c : cases()) {
+    const Operands o = make_operands(c, gen);
+    const std::vector<float> want = run_bf16(c, o);
+    // The operands dense in their stored layout, converted once (models/bf16.h).
+    const int ar = c.ta ? c.k : c.m, ac = c.ta ? c.m : c.k, br = c.tb ? c.n : c.k, bc = c.tb ? c.k : c.n;
+    std::vector<uint16_t> a16(size_t(ar) * ac), b16(size_t(br) * bc);
+    for (int r = 0; r < ar; ++r) to_bf16(o.a.data() + size_t(r) * c.lda(), a16.data() + size_t(r) * ac, ac);
+    for (int r = 0; r < br; ++r) to_bf16(o.b.data() + size_t(r) * c.ldb(), b16.data() + size_t(r) * bc, bc);
+    std::vector<float> got = o.c0;
+    GemmRecorder rec;
+    {
+      const GemmRecordScope scope(rec);
+      sgemm_bf16_operands(c.ta, c.tb, c.m, c.n, c.k, c.alpha, a16.data(), b16.data(), c.beta, got.data(), c.ldc());
+    }
+    INFO(c.str());
+    // Bits, with NaN's payload ignored (padding sentinels compare as bits too).
+    bool same = true;
+    for (size_t i = 0; i < got.size(); ++i)
+      same = same && (std::memcmp(&got[i], &want[i], sizeof(float)) == 0 || (std::isnan(got[i]) && std::isnan(want[i])));
+    CHECK(same);
+    REQUIRE(rec.calls().size() == 1);
+    const GemmShape& s = rec.calls().begin()->first;
+    CHECK((s.m == c.m && s.n == c.n && s.k == c.k && s.lda == ac && s.ldb == bc && s.ldc == c.ldc()));
+    CHECK(s.bf16 == bf16_gemm_native());
+    CHECK(s.accumulate == (c.beta != 0.0f));
+    ++checked;
+  }
+  CHECK(checked == 80);
+}
+
+TEST_CASE("to_bf16 rounds to nearest even as bf16_bits does, NaN stays NaN, at every length", "[gemm_bf16]") {
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  for (int n : {0, 1, 5, 15, 16, 17, 31, 32, 33, 100}) {
+    std::vector<float> x(size_t(n) + 1);
+    for (float& v : x) v = d(gen);
+    if (n > 3) x[3] = std::numeric_limits<float>::quiet_NaN(), x[2] = std::numeric_limits<float>::infinity();
+    if (n > 1) x[1] = 1.0f + std::ldexp(1.0f, -8);  // a tie: rounds to even (1.0)
+    std::vector<uint16_t> got(x.size(), 0xBEEF);
+    to_bf16(x.data(), got.data(), n);
+    for (int i = 0; i < n; ++i) {
+      INFO("n " << n << " i " << i << " x " << x[size_t(i)]);
+      if (std::isnan(x[size_t(i)])) CHECK(std::isnan(bf16_value(got[size_t(i)])));
+      else CHECK(got[size_t(i)] == bf16_bits(x[size_t(i)]));
+    }
+    CHECK(got[size_t(n)] == 0xBEEF);  // nothing past n written
+  }
+  CHECK(bf16_bits(1.0f + std::ldexp(1.0f, -8)) == bf16_bits(1.0f));
 }
 
 TEST_CASE("gemm_bf16: k = 0 gives beta * C, m or n = 0 nothing; a short leading dimension is refused", "[gemm_bf16]") {
