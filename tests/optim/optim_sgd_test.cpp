@@ -95,9 +95,9 @@ TEST_CASE("sgd: matches the double-precision reference over many steps", "[sgd]"
 }
 
 TEST_CASE("sgd: the vector loops give the scalar formula's bits", "[sgd]") {
-  // The loops run on AVX-512 where the CPU has it, 4-wide elsewhere; neither may fuse a
-  // multiply and an add (optim/CMakeLists.txt): every element equals the formula computed
-  // one operation at a time in float.
+  // The loops run on AVX-512 where the CPU has it, 4-wide elsewhere, in chunks on
+  // parallel_for's threads; neither may fuse a multiply and an add (optim/CMakeLists.txt):
+  // every element equals the formula computed one operation at a time in float.
   struct Case {
     float momentum, dampening, wd;
     bool nesterov;
@@ -105,7 +105,7 @@ TEST_CASE("sgd: the vector loops give the scalar formula's bits", "[sgd]") {
   for (const Case c : {Case{0, 0, 0, false}, Case{0.9f, 0, 0, false}, Case{0.9f, 0, 1e-2f, true},
                        Case{0.8f, 0.3f, 5e-3f, false}}) {
     INFO("momentum " << c.momentum << " dampening " << c.dampening << " wd " << c.wd << " nesterov " << c.nesterov);
-    const size_t n = 1000 + 37;
+    const size_t n = 3 * 65536 + 37;  // several of the step's parallel chunks, and a ragged end
     auto p = dpt::testing::random_floats(n, 3);
     std::vector<float> want = p, buf(n, 0.0f);
     Sgd opt(n, c.momentum, c.dampening, c.nesterov, c.wd);
