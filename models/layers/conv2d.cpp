@@ -317,21 +317,11 @@ const float* Conv2d::chunk_dy(const float* dout, int64_t n0, int64_t nb) {
 void Conv2d::dy_bf16(const float* dout) {
   dy16_.resize(static_cast<size_t>(n_ * oc_ * p_));
   for (int64_t n0 = 0; n0 < n_; n0 += chunk_) {
-    const int64_t nb = std::min(chunk_, n_ - n0), cols = nb * p_;
+    const int64_t nb = std::min(chunk_, n_ - n0), rows = oc_, cols = nb * p_;
+    const float* chunk = chunk_dy(dout, n0, nb);  // [OC, nb*P] in fp32, then converted whole
     uint16_t* dst = dy16_.data() + n0 * oc_ * p_;
-    // Row o of the chunk's [OC, nb*P]: sample j's plane o at j*P, gathered in fp32 and
-    // converted as one row.
-    parallel_for(oc_, parallel_grain(cols), [&](int64_t first, int64_t last) {
-      thread_local std::vector<float> scratch;
-      scratch.resize(static_cast<size_t>(cols));
-      for (int64_t o = first; o < last; ++o) {
-        if (nb == 1) {
-          to_bf16(dout + (n0 * oc_ + o) * p_, dst + o * cols, cols);
-          continue;
-        }
-        for (int64_t j = 0; j < nb; ++j) std::copy_n(dout + ((n0 + j) * oc_ + o) * p_, p_, scratch.data() + j * p_);
-        to_bf16(scratch.data(), dst + o * cols, cols);
-      }
+    parallel_for(rows, parallel_grain(cols), [&](int64_t first, int64_t last) {
+      to_bf16(chunk + first * cols, dst + first * cols, (last - first) * cols);
     });
   }
 }
