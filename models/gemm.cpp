@@ -70,8 +70,11 @@ void sgemm_bf16_operands(bool trans_a, bool trans_b, int m, int n, int k, float 
 void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
               int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   if (!cuda) return sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  // bf16 on tensor cores as on the CPU's AMX: the precision Module set for this pass.
+  const bool bf16 = t_precision == GemmPrecision::bf16 && k > 0;
   if (t_recorder)
-    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f});
+    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16});
+  if (bf16) return gpu::gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   gpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -79,8 +82,12 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
                       int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                       int ldc, int64_t stride_c, int batch) {
   if (cuda) {
+    const bool bf16 = t_precision == GemmPrecision::bf16 && k > 0;
     if (t_recorder)
-      t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f}, batch);
+      t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16}, batch);
+    if (bf16)
+      return gpu::gemm_bf16_batched(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                                    ldc, stride_c, batch);
     gpu::sgemm_batched(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
                        stride_c, batch);
     return;

@@ -82,7 +82,8 @@ std::string gemm_bf16_impl(bool trans_a, bool trans_b, int m, int n, int k, int 
 // bf16_gemm_native(); elsewhere sgemm() stays fp32 (the emulation: the trainer's bf16
 // working weights, fp32 arithmetic). Module sets it around forward and backward
 // (Module::set_gemm_precision), so Linear, attention, the convolutions' im2col products
-// and the tied LM head all follow it. CUDA products (sgemm_on with cuda) ignore it.
+// and the tied LM head all follow it. CUDA products (sgemm_on with cuda) follow it too:
+// bf16 runs gpu::gemm_bf16 (cuBLASLt, tensor cores) on every GPU.
 GemmPrecision gemm_precision();
 class GemmPrecisionScope {
  public:
@@ -105,7 +106,7 @@ struct GemmShape {
   int m = 0, n = 0, k = 0;
   int lda = 0, ldb = 0, ldc = 0;
   bool accumulate = false;  // beta != 0
-  bool bf16 = false;        // ran as gemm_bf16 (GemmPrecision::bf16 on a native CPU)
+  bool bf16 = false;        // bf16 operands (GemmPrecision::bf16 on a native CPU, or on CUDA)
   auto key() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate, bf16); }
   bool operator<(const GemmShape& o) const { return key() < o.key(); }
   double flops() const { return 2.0 * m * n * k; }

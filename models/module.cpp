@@ -59,7 +59,7 @@ void Module::to_cuda(int device_index) {
   for (const auto& layer : layers_)
     if (!layer->supports_cuda())
       throw std::invalid_argument(name_ + ": layer " + layer->name() + " has no CUDA kernels (models on CUDA: " +
-                                  "toy, mlp, gpt, gpt2)");
+                                  "every built-in model: toy, mlp, cnn, gpt, gpt2, resnet18)");
   // The emulated device is host memory: the kernels would be handed host pointers.
   if (device::emulated())
     throw device::DeviceError(name_ + ": " + device::kEmulateDeviceVar +
@@ -81,6 +81,11 @@ void Module::set_compute_precision(ComputePrecision p) {
 
 void Module::zero_grad() {
   if (!cuda_) return store_.mark_grads_zero();  // written as zeros or stored over when touched
+  if (store_.device_resident()) {  // the host copy is refreshed from the device when read
+    store_.zero_device_grads();
+    store_.device_grads_updated();
+    return;
+  }
   // On CUDA the host gradients are overwritten by downloads, not by layers: zero them now.
   float* g = store_.flat_grads().data();
   parallel_for(static_cast<int64_t>(store_.total_numel()), 1 << 18,
@@ -119,9 +124,12 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
     input_.resize({0});
   }
   const Tensor* cur = &input_;
+  // Device-resident parameters go up only after a host view may have changed them.
+  const bool upload_per_layer = cuda_ && !store_.device_resident();
+  if (cuda_ && !upload_per_layer) store_.sync_device_params();
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (hooks_.on_layer_forward) hooks_.on_layer_forward(i);
-    if (cuda_)
+    if (upload_per_layer)
       for (const auto& [begin, end] : layer_infos_[i].ranges) store_.upload_params(begin, end);
     cur = &layers_[i]->forward(*cur, ctx_);
     if (fp16()) round_produced_to_f16(*cur);
@@ -152,6 +160,7 @@ void Module::backward() {
   have_loss_grad_ = false;
   const GemmPrecisionScope gemm_scope(gemm_precision_);
   const ParamStore::BackwardScope in_backward(store_);
+  store_.device_grads_updated();  // device-resident: host gradients stale from here on
   sink_.begin(use_counts_, [this](size_t p) {
     store_.settle_grad(p);  // final: a layer that announced it without writing it leaves zeros
     const ParamInfo& info = store_.infos()[p];

@@ -88,9 +88,9 @@ class Module {
   // not written).
   void set_compute_precision(ComputePrecision p);
   ComputePrecision compute_precision() const { return ctx_.precision; }
-  // The precision of every CPU matrix product in forward and backward (models/gemm.h,
-  // GemmPrecisionScope): bf16 runs them with bf16 operands and fp32 accumulation where
-  // bf16_gemm_native(), and stays fp32 elsewhere. Parameters, activations, gradients and
+  // The precision of every matrix product in forward and backward (models/gemm.h,
+  // GemmPrecisionScope): bf16 runs them with bf16 operands and fp32 accumulation on CUDA
+  // (cuBLASLt) and on CPUs where bf16_gemm_native(); other CPUs stay fp32. Parameters, activations, gradients and
   // every other operation stay fp32. The trainer sets bf16 for --precision bf16.
   void set_gemm_precision(GemmPrecision p) { gemm_precision_ = p; }
   GemmPrecision gemm_precision() const { return gemm_precision_; }

@@ -106,8 +106,12 @@ static std::span<float> padded(LazyFloats& v, size_t n, const char* what) {
   return {v.data(), n};
 }
 
-std::span<float> ParamStore::padded_params(size_t n) { return padded(params_, n, "parameters"); }
+std::span<float> ParamStore::padded_params(size_t n) {
+  host_params_for_write();
+  return padded(params_, n, "parameters");
+}
 std::span<float> ParamStore::padded_grads(size_t n) {
+  host_grads_for_read();
   settle_bulk();
   return padded(grads_, n, "gradients");
 }
@@ -174,6 +178,38 @@ void ParamStore::download_grads(size_t begin, size_t end) {
   settle_grads();  // a pending gradient in the range must not be zeroed after the copy
   device::copy(grads_.data() + begin, device_grads_.data() + begin, (end - begin) * sizeof(float));
   downloaded_ += (end - begin) * sizeof(float);
+}
+
+void ParamStore::set_device_resident(bool on) {
+  if (on == resident_) return;
+  if (on && !on_device()) throw std::logic_error("ParamStore::set_device_resident: the store has no device mirror");
+  if (on) {
+    upload_params(0, total_);
+    resident_ = true;
+    return;
+  }
+  host_params_for_read();
+  host_grads_for_read();
+  resident_ = false;
+  device_params_stale_ = false;
+}
+
+void ParamStore::sync_device_params() {
+  if (!device_params_stale_) return;
+  upload_params(0, total_);
+  device_params_stale_ = false;
+}
+
+void ParamStore::download_params() const {
+  device::copy(params_.data(), device_params_.data(), total_ * sizeof(float));
+  resident_downloaded_ += total_ * sizeof(float);
+  host_params_stale_ = false;
+}
+
+void ParamStore::download_all_grads() const {
+  device::copy(grads_.data(), device_grads_.data(), total_ * sizeof(float));
+  resident_downloaded_ += total_ * sizeof(float);
+  host_grads_stale_ = false;
 }
 
 void ParamStore::zero_device_grads() {

@@ -48,6 +48,15 @@
 // optimizers, DDP, ZeRO and checkpoints work on; a CUDA copy of both buffers is what
 // the layers' CUDA paths read and accumulate into. Module moves values between them:
 // a layer's parameters up before its forward, each gradient down when it is final.
+//
+// Device-resident (set_device_resident; DDP with its optimizer on the GPU): the device
+// copies become the authoritative ones. Nothing moves in a step; the host copies are
+// refreshed only when a host view is asked for: a parameter view downloads every
+// parameter if a device step changed them since (device_params_updated), and a view that
+// may write (non-const) has the device copy re-uploaded before its next use
+// (sync_device_params); a gradient view downloads every gradient if the device ones
+// changed since (device_grads_updated), and is for reading: host writes to gradients do
+// not reach the device.
 #pragma once
 
 #include <cstddef>
@@ -110,9 +119,16 @@ class ParamStore {
   // Index of the buffer called `name`, or buffer_infos().size() when there is none.
   size_t find_buffer(const std::string& name) const;
 
-  float* param(size_t index) { return params_.data() + infos_[index].offset; }
-  const float* param(size_t index) const { return params_.data() + infos_[index].offset; }
+  float* param(size_t index) {
+    host_params_for_write();
+    return params_.data() + infos_[index].offset;
+  }
+  const float* param(size_t index) const {
+    host_params_for_read();
+    return params_.data() + infos_[index].offset;
+  }
   float* grad(size_t index) {
+    host_grads_for_read();
     if (pending_count_ > 0) settle_grad(index);
     return grads_.data() + infos_[index].offset;
   }
@@ -141,13 +157,21 @@ class ParamStore {
     bool previous_;
   };
 
-  std::span<float> flat_params() { return {params_.data(), total_}; }
-  std::span<const float> flat_params() const { return {params_.data(), total_}; }
+  std::span<float> flat_params() {
+    host_params_for_write();
+    return {params_.data(), total_};
+  }
+  std::span<const float> flat_params() const {
+    host_params_for_read();
+    return {params_.data(), total_};
+  }
   std::span<float> flat_grads() {
+    host_grads_for_read();
     settle_bulk();
     return {grads_.data(), total_};
   }
   std::span<const float> flat_grads() const {
+    host_grads_for_read();
     settle_bulk();
     return {grads_.data(), total_};
   }
@@ -174,6 +198,20 @@ class ParamStore {
   float* param_on(bool cuda, size_t index) { return cuda ? device_param(index) : param(index); }
   float* grad_on(bool cuda, size_t index) { return cuda ? device_grad(index) : grad(index); }
   float* device_flat_grads() { return device_grads_.data(); }
+  float* device_flat_params() { return device_params_.data(); }
+
+  // Device-resident mode (above). On: every parameter goes up now and per-layer uploads
+  // stop (Module); off: the host copies are brought up to date and become authoritative
+  // again. Needs the device mirror.
+  void set_device_resident(bool on);
+  bool device_resident() const { return resident_; }
+  // A device step changed the parameters / a backward or a device pass changed the
+  // gradients: the host copies are stale until a host view asks.
+  void device_params_updated() { host_params_stale_ = resident_; }
+  void device_grads_updated() { host_grads_stale_ = resident_; }
+  // Before the device copy is read (forward, a device step): uploads every parameter if a
+  // host view that may write was handed out since the last upload.
+  void sync_device_params();
   // Flat element range [begin, end) of the host parameters up to the device; the
   // range's device gradients down to the host; all device gradients to zero.
   void upload_params(size_t begin, size_t end);
@@ -181,13 +219,25 @@ class ParamStore {
   // Bytes moved by upload_params and download_grads since the start (PCIe traffic of
   // the mirror, which trainers report per step).
   uint64_t uploaded_bytes() const { return uploaded_; }
-  uint64_t downloaded_bytes() const { return downloaded_; }
+  uint64_t downloaded_bytes() const { return downloaded_ + resident_downloaded_; }
   void zero_device_grads();
   size_t device_bytes() const { return device_params_.capacity_bytes() + device_grads_.capacity_bytes(); }
 
  private:
   // Throws unless `name` is new and the store still takes registrations.
   void check_new_name(const std::string& name, const char* what) const;
+  void host_params_for_read() const {
+    if (host_params_stale_) download_params();
+  }
+  void host_params_for_write() {
+    host_params_for_read();
+    device_params_stale_ = resident_;
+  }
+  void host_grads_for_read() const {
+    if (host_grads_stale_) download_all_grads();
+  }
+  void download_params() const;
+  void download_all_grads() const;
   void settle_bulk() const {
     if (pending_count_ > 0 && !in_backward_) settle_grads();
   }
@@ -196,8 +246,10 @@ class ParamStore {
   std::vector<BufferInfo> buffer_infos_;
   std::vector<float> buffers_;
   size_t buffer_total_ = 0;
-  LazyFloats params_;  // on huge pages, committed on first write (models/lazy_floats.h)
-  LazyFloats grads_;
+  // Mutable: a const view of a device-resident store refreshes them from the device (what
+  // a reader sees is the current value either way).
+  mutable LazyFloats params_;  // on huge pages, committed on first write (models/lazy_floats.h)
+  mutable LazyFloats grads_;
   int shard_rank_ = 0, shard_world_ = 0;  // sharded build; world 0: unsharded
   size_t keep_begin_ = 0, keep_end_ = 0;
   std::vector<uint32_t> crcs_;            // sharded: each parameter's CRC at its seal
@@ -210,6 +262,10 @@ class ParamStore {
   mutable std::vector<uint8_t> pending_;
   mutable size_t pending_count_ = 0;
   bool in_backward_ = false;
+  bool resident_ = false;
+  mutable bool host_params_stale_ = false, host_grads_stale_ = false;
+  bool device_params_stale_ = false;
+  mutable uint64_t resident_downloaded_ = 0;
 };
 
 }  // namespace dpt

@@ -12,6 +12,7 @@
 
 #include "models/huge_pages.h"
 #include "optim/optimizer.h"
+#include "optim/update_rules.h"
 
 namespace dpt {
 
@@ -20,9 +21,15 @@ class Adam : public Optimizer {
   Adam(size_t numel, float beta1 = 0.9f, float beta2 = 0.999f, float eps = 1e-8f,
        float weight_decay = 0.0f, bool decoupled_weight_decay = false);
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
-  // {"exp_avg", "exp_avg_sq"}.
-  std::vector<std::pair<std::string, std::span<float>>> state_buffers() override;
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
+  bool has_device_step() const override { return true; }
+  // The per-element scalars of the coming step (step count already advanced) at lr.
+  AdamScalars scalars(float lr) const;
+
+ protected:
+  // {"exp_avg", "exp_avg_sq"}.
+  std::vector<std::pair<std::string, std::span<float>>> host_state() override;
+  void device_step(float* params, const float* grads, float lr, const std::vector<float*>& state) override;
 
  private:
   float beta1_, beta2_, eps_, weight_decay_;

@@ -6,6 +6,12 @@
 // why stepping two halves of a buffer with two optimizers gives the same numbers as
 // stepping the whole buffer with one, and ZeRO can step a shard with this same code.
 // The *step count* is the number of step() calls so far (torch's state["step"]).
+//
+// Device-resident (to_device; DDP's device mode, docs/gpu.md): the state moves to the
+// current CUDA device and step_on_device() updates device parameters with device
+// gradients (optim/cuda/device_steps.h, the CPU loop's bits). The host buffers remain the
+// checkpoint's view: state_buffers() downloads the device state into them first, and the
+// next device step uploads them again, so a restore that writes through them lands.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -14,6 +20,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "models/cuda/device_floats.h"
 
 namespace dpt {
 
@@ -43,9 +51,18 @@ class Optimizer {
 
   // The named state buffers, each numel() elements ("momentum_buffer"; "exp_avg",
   // "exp_avg_sq"), as mutable views: a checkpoint writes them, a restore copies into them
-  // and then calls set_step_count. Empty for state-free optimizers.
-  virtual std::vector<std::pair<std::string, std::span<float>>> state_buffers();
+  // and then calls set_step_count. Empty for state-free optimizers. Device-resident: the
+  // device state's current values (downloaded here).
+  std::vector<std::pair<std::string, std::span<float>>> state_buffers();
   virtual std::string name() const = 0;
+
+  // Whether this optimizer has a device step (SGD, Adam, AdamW do).
+  virtual bool has_device_step() const { return false; }
+  // Moves the state to the current CUDA device (std::logic_error without a device step).
+  void to_device();
+  bool on_device() const { return on_device_; }
+  // One update of numel() device parameters with device gradients; after to_device().
+  void step_on_device(float* params, const float* grads, float lr);
 
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t steps) { step_count_ = steps; }
@@ -54,9 +71,21 @@ class Optimizer {
  protected:
   // Checks the spans' sizes against numel(); names the optimizer in the error.
   void check_sizes(std::span<const float> params, std::span<const float> grads) const;
+  // The host state buffers (state_buffers() without the device refresh).
+  virtual std::vector<std::pair<std::string, std::span<float>>> host_state();
+  // The device step: `state` holds the device copies of host_state()'s buffers, in order.
+  // Advances the step count as step() does.
+  virtual void device_step(float* params, const float* grads, float lr, const std::vector<float*>& state);
 
   size_t numel_;
   int64_t step_count_ = 0;
+
+ private:
+  void upload_state();
+
+  bool on_device_ = false;
+  bool host_state_written_ = false;  // a state_buffers() view was handed out since the last upload
+  std::vector<DeviceFloats> device_state_;
 };
 
 // name: "sgd" | "adam" | "adamw"; unknown names throw std::invalid_argument listing the

@@ -2,6 +2,8 @@
 
 #include "models/cpu_features.h"
 #include "models/parallel_for.h"
+#include "optim/cuda/device_steps.h"
+#include "optim/update_rules.h"
 
 #include <stdexcept>
 #include <string>
@@ -11,27 +13,15 @@ namespace dpt {
 namespace {
 
 // Every variant is its own loop without branches inside, so -O3 vectorizes each one; the
-// flags are template parameters and resolved once per step.
+// flags are template parameters and resolved once per step. The formula is
+// optim/update_rules.h's, the one the CUDA kernel runs.
 template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
 [[gnu::always_inline]] inline void sgd_body(float* __restrict p, const float* __restrict g, float* __restrict buf,
                                             size_t n, float lr, float wd, float mu, float one_minus_dampening) {
-  for (size_t i = 0; i < n; ++i) {
-    float d = g[i];
-    if constexpr (kDecay) d = d + wd * p[i];
-    if constexpr (kMomentum) {
-      float b;
-      if constexpr (kFirst)
-        b = d;  // torch: buf = clone(d_p), no dampening
-      else
-        b = buf[i] * mu + one_minus_dampening * d;
-      buf[i] = b;
-      if constexpr (kNesterov)
-        d = d + mu * b;
-      else
-        d = b;
-    }
-    p[i] = p[i] - lr * d;
-  }
+  const SgdScalars s{lr, wd, mu, one_minus_dampening};
+  float unused = 0.0f;
+  for (size_t i = 0; i < n; ++i)
+    sgd_update<kDecay, kMomentum, kFirst, kNesterov>(p[i], g[i], kMomentum ? buf[i] : unused, s);
 }
 
 template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
@@ -108,7 +98,15 @@ void Sgd::step(std::span<float> params, std::span<const float> grads, float lr) 
   ++step_count_;
 }
 
-std::vector<std::pair<std::string, std::span<float>>> Sgd::state_buffers() {
+void Sgd::device_step(float* params, const float* grads, float lr, const std::vector<float*>& state) {
+  const bool momentum = momentum_ != 0.0f;
+  gpu::sgd_step(params, grads, momentum ? state[0] : nullptr, numel_,
+                SgdScalars{lr, weight_decay_, momentum_, 1.0f - dampening_}, weight_decay_ != 0.0f, momentum,
+                step_count_ == 0, nesterov_);
+  ++step_count_;
+}
+
+std::vector<std::pair<std::string, std::span<float>>> Sgd::host_state() {
   if (momentum_ == 0.0f) return {};
   return {{"momentum_buffer", std::span<float>(momentum_buffer_)}};
 }

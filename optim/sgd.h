@@ -17,9 +17,13 @@ class Sgd : public Optimizer {
   Sgd(size_t numel, float momentum = 0.0f, float dampening = 0.0f, bool nesterov = false,
       float weight_decay = 0.0f);
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
-  // {"momentum_buffer"} when momentum != 0, else nothing.
-  std::vector<std::pair<std::string, std::span<float>>> state_buffers() override;
   std::string name() const override { return "sgd"; }
+  bool has_device_step() const override { return true; }
+
+ protected:
+  // {"momentum_buffer"} when momentum != 0, else nothing.
+  std::vector<std::pair<std::string, std::span<float>>> host_state() override;
+  void device_step(float* params, const float* grads, float lr, const std::vector<float*>& state) override;
 
  private:
   float momentum_, dampening_;

@@ -29,6 +29,12 @@ struct DdpConfig {
   // A model on CUDA with an f32 wire: reduce device buckets even where the backend
   // stages them (the path before host reduction was chosen; kept for measurements).
   bool force_device_buckets = false;
+  // Device-resident training (--optimizer-device cuda, docs/gpu.md): parameters,
+  // gradients and optimizer state stay on the GPU, buckets are device buffers (staged by
+  // backends that take only host memory), the optimizer and clipping run as kernels, and
+  // a step moves nothing over PCIe. Needs a model on CUDA, an f32 wire, no PowerSGD; at
+  // bf16 the fp32 device parameters are the masters and only the products round (autocast).
+  bool optimizer_on_device = false;
   PowerSgdConfig powersgd;  // DDP only, f32 wire, host buckets
 };
 

@@ -74,7 +74,9 @@ b=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The CTest files hold the absolute paths of the machine that built them.
 built_at=$(sed -n 's/^# Build directory: //p' build/CTestTestfile.cmake | head -1)
 if [[ -n $built_at && ! -e $built_at ]]; then mkdir -p "$(dirname "$(dirname "$built_at")")"; ln -sfn "$PWD" "$(dirname "$built_at")"; fi
-cuda_libs=$(for n in libcudart.so.13 libnccl.so.2 libcublas.so.13 libcublasLt.so.13; do
+# cuDNN (opened at run time by the convolutions) is far above the carry budget: the GPU
+# machine's own is used when it has one (gpu_verify.sh's probe says whether).
+cuda_libs=$(for n in libcudart.so.13 libnccl.so.2 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
   find /usr/local/cuda*/ /usr/lib /opt -name "$n" 2>/dev/null | head -1; done | xargs -r -n1 dirname | sort -u | paste -sd:)
 export OPAL_PREFIX=$b/ompi/usr
 export PATH=$b/ompi/usr/bin:$PATH

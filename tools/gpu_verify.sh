@@ -3,17 +3,26 @@
 # short): the device, the gpu-labelled tests, comm_bench rows on device and host buffers
 # for every backend, training on the GPU next to the CPU, and the llm.c anchor.
 #
-# usage: tools/gpu_verify.sh [probe] [tests] [bench] [train] [edges] [llmc]   (default: all)
+# usage: tools/gpu_verify.sh [probe] [tests] [bench] [train] [edges] [resnet] [llmc] [curves]
+#   default: probe tests llmc resnet curves (what issue 28 must show, sized for one call of
+#   a lent machine's 10 minutes); bench, train and edges (the rows of docs/gpu.md's
+#   2026-11-22 run) on request.
 # Run from the repository root with a build in build/ (on a machine without our Debian
 # packages: `source .gpu/env.sh` first, see tools/gpu_bundle.sh). Logs go to $OUT when
 # set, else to gpu_verify_logs/.
 set -uo pipefail
 log_dir=${OUT:-gpu_verify_logs}; mkdir -p "$log_dir"
-steps=("$@"); [[ ${#steps[@]} -gt 0 ]] || steps=(probe tests bench train edges llmc)
+steps=("$@"); [[ ${#steps[@]} -gt 0 ]] || steps=(probe tests llmc resnet curves)
 mpi=(mpiexec --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 summary=()
 note() { summary+=("$*"); }
+# nvidia-smi's memory.used every 200 ms into FILE until stop_sampling (peak device memory).
+sampler=""
+sample_memory() {
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$1" 2>/dev/null & sampler=$!
+}
+stop_sampling() { [[ -n $sampler ]] && kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null; sampler=""; }
 run_logged() {  # name, command...: runs, keeps the whole output under $log_dir/name.log
   local name=$1; shift
   echo "== $name: $*"
@@ -27,9 +36,13 @@ for step in "${steps[@]}"; do
   case $step in
     probe)
       nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
+      # cuDNN 9 for the convolutions (the cnn and resnet18 models), opened at run time.
+      cudnn=$(find /usr/local/cuda*/ /usr/lib /opt -name "libcudnn.so.9*" 2>/dev/null | head -1)
+      echo "cudnn: ${cudnn:-none found (convolutions on the GPU will fail naming libcudnn.so.9)}" | tee "$log_dir/cudnn.txt"
       run_logged device_info build/bin/device_info ;;
     tests)
-      run_logged ctest_gpu ctest --test-dir build -L gpu --output-on-failure -j1 ;;
+      # Four at a time: the small models leave the GPU mostly idle, and the time is short.
+      run_logged ctest_gpu ctest --test-dir build -L gpu --output-on-failure -j "${GPU_TEST_JOBS:-4}" ;;
     bench)
       # Host rows first, then device rows, same sizes: the cost of staging is their ratio.
       for be in mpi tcp; do
@@ -60,6 +73,11 @@ for step in "${steps[@]}"; do
           run_logged "train_${model}_zero${stage}_tcp_cuda" "${mpi[@]}" -np 2 build/bin/train "${args[@]}" --backend tcp \
             --device cuda --zero $stage
         done
+        # Device-resident: optimizer, clipping and state on the GPU (--optimizer-device cuda).
+        run_logged "train_${model}_resident_tcp_cuda" "${mpi[@]}" -np 2 build/bin/train "${args[@]}" --backend tcp \
+          --device cuda --optimizer-device cuda
+        run_logged "train_${model}_resident_nccl_cuda_np1" "${mpi[@]}" -np 1 build/bin/train "${args[@]}" --backend nccl \
+          --device cuda --optimizer-device cuda
       done
       # A larger batch: the GPU's share of the step grows with it.
       for dev in cpu cuda; do
@@ -84,10 +102,19 @@ for step in "${steps[@]}"; do
       run_logged edge_uninterrupted_cuda "${mpi[@]}" -np 2 build/bin/train "${short[@]/20/30}" --backend tcp --device cuda
       run_logged edge_switch_cuda "${mpi[@]}" -np 2 build/bin/train "${short[@]}" --backend tcp --device cuda \
         --switch-backend 10:mpi
-      run_logged edge_cnn_cuda "${mpi[@]}" -np 1 build/bin/train --model cnn --device cuda --steps 2
+      run_logged edge_cnn_cuda "${mpi[@]}" -np 1 build/bin/train --model cnn --device cuda --steps 20 --log-every 10
       run_logged edge_nccl_np2_one_gpu "${mpi[@]}" -np 2 build/bin/train --model mlp --backend nccl --device cuda --steps 2
       echo "== edge final lines and errors"
       grep -H -E "^final:|error|train:" "$log_dir"/edge_*.log | sed 's|.*/edge_||' | cut -c1-300 ;;
+    resnet)
+      # ResNet-18 (cifar stem) at batch 256 on Fashion-MNIST zero-padded to 32x32, fp32,
+      # one rank: the GPU (cuDNN, device-resident SGD) and the CPU, the final lines' rates.
+      rn=(--model resnet18 --resnet-stem cifar --image-size 32 --batch-size 256 --log-every 10 --max-eval-samples 512
+          --momentum 0.9)
+      run_logged resnet_cuda "${mpi[@]}" -np 1 build/bin/train "${rn[@]}" --steps "${RESNET_STEPS:-30}" --backend nccl \
+        --device cuda --optimizer-device cuda
+      run_logged resnet_cpu "${mpi[@]}" -np 1 build/bin/train "${rn[@]}" --steps 3 --backend tcp --device cpu
+      grep -H "^final:" "$log_dir"/resnet_*.log | sed 's|.*/resnet_||' | cut -c1-200 ;;
     llmc)
       # The llm.c anchor (docs/gpu.md): llm.c's train_gpt2cu (tools/llmc_build.sh) on the
       # fortunes as llm.c token files (build/bin/llmc_data), both carried in build/llmc by
@@ -102,9 +129,12 @@ for step in "${steps[@]}"; do
           tee "$log_dir/llmc_summary.txt"
         note "$(printf '%-34s rc=%s' llmc missing)"
       else
+        sample_memory "$log_dir/llmc_smi.txt"
         run_logged llmc "$llmc/train_gpt2cu" -i "$llmc/fortunes_train.bin" -j "$llmc/fortunes_val.bin" -e d12 \
           -b 16 -t 1024 -x "${LLMC_STEPS:-50}" -v 1000000 -m 2 -s 0
-        if bash tools/llmc_summary.sh "$log_dir/llmc.log" >"$log_dir/llmc_summary.txt" 2>&1; then
+        stop_sampling
+        if { bash tools/llmc_summary.sh "$log_dir/llmc.log" | sed "s/\$/ peak_mib=$(sort -n "$log_dir/llmc_smi.txt" | tail -1)/"; } \
+             >"$log_dir/llmc_summary.txt" 2>&1 && grep -q "^llmc tokens_per_s=" "$log_dir/llmc_summary.txt"; then
           note "$(cat "$log_dir/llmc_summary.txt")"
         else
           note "llmc summary failed: $(cat "$log_dir/llmc_summary.txt")"
@@ -112,16 +142,35 @@ for step in "${steps[@]}"; do
         cat "$log_dir/llmc_summary.txt"
       fi
       # Our side, the same model, B and T on the same card: train's GPT-2 124M (random
-      # init, the fortunes through our tokenizer), 1 rank over nccl. Our CUDA path runs
-      # fp32 GEMMs today (--precision bf16 would change only the stored weights), so this
-      # line says fp32; tokens_per_s is the final line's, over every step.
-      run_logged ours_gpt2_124m "${mpi[@]}" -np 1 build/bin/train --model gpt2 --gpt2-size 124M --batch-size 16 \
-        --seq-len 1024 --steps "${OURS_STEPS:-10}" --log-every 1 --max-eval-samples 16 --backend nccl --device cuda
-      tps=$(sed -nE 's/^final:.* tokens_per_s=([0-9.]+).*/\1/p' "$log_dir/ours_gpt2_124m.log")
-      card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
-      echo "ours tokens_per_s=${tps:-none} card=${card:-unknown} B=16 T=1024 precision=fp32 steps=${OURS_STEPS:-10}" |
-        tee "$log_dir/ours_summary.txt"
-      note "$(cat "$log_dir/ours_summary.txt")" ;;
+      # init, the fortunes through our tokenizer), 1 rank over nccl, device-resident
+      # (--optimizer-device cuda: AdamW on the GPU, nothing over PCIe in a step), bf16
+      # products on tensor cores (cuBLASLt) as llm.c's, and fp32 for reference. Summary
+      # lines: tools/gpt2_gpu_summary.sh (tokens/s without the first step, MFU, peak memory).
+      for prec in bf16 fp32; do
+        sample_memory "$log_dir/ours_${prec}_smi.txt"
+        run_logged "ours_gpt2_124m_$prec" "${mpi[@]}" -np 1 build/bin/train --model gpt2 --gpt2-size 124M \
+          --batch-size 16 --seq-len 1024 --steps "${OURS_STEPS:-10}" --log-every 1 --max-eval-samples 16 \
+          --backend nccl --device cuda --optimizer-device cuda --optimizer adamw --lr 3e-4 --precision "$prec" \
+          --metrics-out "$log_dir/ours_$prec.jsonl"
+        stop_sampling
+        if bash tools/gpt2_gpu_summary.sh "$log_dir/ours_$prec.jsonl" "$log_dir/ours_gpt2_124m_$prec.log" 16 1024 "$prec" 1 \
+             "$log_dir/ours_${prec}_smi.txt" >"$log_dir/ours_${prec}_summary.txt" 2>&1; then
+          note "$(cat "$log_dir/ours_${prec}_summary.txt")"
+        else
+          note "ours $prec summary failed: $(cat "$log_dir/ours_${prec}_summary.txt")"
+        fi
+        cat "$log_dir/ours_${prec}_summary.txt"
+      done ;;
+    curves)
+      # bf16 against fp32 over 100 steps of GPT-2 124M, the same init and data (B=8, T=512
+      # to fit the device time): every step's loss within 2% (compare_runs --rtol 0.02).
+      for prec in fp32 bf16; do
+        run_logged "curve_$prec" "${mpi[@]}" -np 1 build/bin/train --model gpt2 --gpt2-size 124M --batch-size 8 \
+          --seq-len 512 --steps "${CURVE_STEPS:-100}" --log-every 1 --max-eval-samples 8 --backend nccl --device cuda \
+          --optimizer-device cuda --optimizer adamw --lr 3e-4 --precision "$prec" --metrics-out "$log_dir/curve_$prec.jsonl"
+      done
+      run_logged curves_compare build/bin/compare_runs --metrics "$log_dir/curve_fp32.jsonl" "$log_dir/curve_bf16.jsonl" \
+        --rtol 0.02 ;;
     *) echo "gpu_verify: unknown step '$step' (probe tests bench train edges llmc)" >&2; exit 2 ;;
   esac
 done

@@ -116,12 +116,17 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
     model_->set_compute_precision(ComputePrecision::kF16);
     scaler_ = std::make_unique<LossScaler>(config_.loss_scaler);
   }
-  if (config_.parallel.precision == DType::bf16 && config_.device == "cpu") {
-    // bf16 working weights (the strategy) and, where the CPU has AMX or AVX512-BF16, every
-    // matrix product with bf16 operands and fp32 accumulation (models/gemm.h); elsewhere
-    // the products stay fp32, and this line says so.
+  if (config_.parallel.precision == DType::bf16) {
+    // bf16 working weights (the strategy; device-resident DDP keeps fp32 device masters
+    // instead, as autocast does) and every matrix product with bf16 operands and
+    // fp32 accumulation: on CUDA through cuBLASLt on tensor cores, on a CPU with AMX or
+    // AVX512-BF16 through oneDNN (models/gemm.h); on other CPUs the products stay fp32,
+    // and this line says so.
     model_->set_gemm_precision(GemmPrecision::bf16);
-    if (comm.rank() == 0) std::fprintf(stderr, "--precision bf16: %s\n", bf16_gemm_description().c_str());
+    if (comm.rank() == 0)
+      std::fprintf(stderr, "--precision bf16: %s\n",
+                   config_.device == "cuda" ? "bf16 GEMM: cuBLASLt on tensor cores (bf16 operands, fp32 accumulation)"
+                                            : bf16_gemm_description().c_str());
   }
   if (config_.sync_bn) {
     sync_bn_ = std::make_unique<CommBatchStatsReducer>(*comm_);

@@ -12,29 +12,23 @@
 //                links models/ about 90 ms at start, though most never touch a GPU.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <map>
 #include <string>
 
 #include "device/runtime.h"
+#include "models/cuda/cuda_check.h"
 #include "models/cuda/gpu_ops.h"
+#include "models/cuda/runtime_library.h"
 
 namespace dpt::gpu {
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw device::DeviceError(std::string(what) + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-}
-
 void check_blas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
     throw device::DeviceError(std::string(what) + ": cuBLAS status " + std::to_string(static_cast<int>(s)));
 }
-
-void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
 // The three cuBLAS entry points used here, resolved once.
 struct Blas {
@@ -45,18 +39,12 @@ struct Blas {
 
 const Blas& blas() {
   static const Blas b = [] {
-    const char* name = "libcublas.so." DPT_CUBLAS_SOVERSION;
-    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) throw device::DeviceError(std::string("cannot load cuBLAS (") + name + "): " + dlerror());
-    auto sym = [&](const char* f) {
-      void* p = dlsym(lib, f);
-      if (!p) throw device::DeviceError(std::string("cuBLAS (") + name + ") has no " + f);
-      return p;
-    };
+    const std::string name = "libcublas.so." DPT_CUBLAS_SOVERSION;
+    void* lib = open_runtime_library(name, " (matrix products on a GPU)");
     Blas r;
-    r.create = reinterpret_cast<decltype(r.create)>(sym("cublasCreate_v2"));
-    r.sgemm = reinterpret_cast<decltype(r.sgemm)>(sym("cublasSgemm_v2"));
-    r.sgemm_strided_batched = reinterpret_cast<decltype(r.sgemm_strided_batched)>(sym("cublasSgemmStridedBatched"));
+    load_symbol(lib, name, r.create, "cublasCreate_v2");
+    load_symbol(lib, name, r.sgemm, "cublasSgemm_v2");
+    load_symbol(lib, name, r.sgemm_strided_batched, "cublasSgemmStridedBatched");
     return r;
   }();
   return b;

@@ -30,6 +30,13 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 void sgemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                    int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                    int ldc, int64_t stride_c, int batch);
+// The same products with A and B rounded to bf16 and fp32 accumulation, on tensor cores
+// (cuBLASLt, gpu_gemm_bf16.cu): --precision bf16 on CUDA, as autocast runs a matmul.
+void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc);
+void gemm_bf16_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                       int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
+                       int64_t stride_c, int batch);
 
 // Linear: y[r, :] = bias; db[c] += sum_r dy[r, c].
 void fill_rows(float* y, const float* bias, int rows, int cols);
@@ -65,5 +72,44 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, float* gr
 // (draw(key, offset + i) < threshold ? 0 : scale); y may be x.
 void dropout_apply(const float* x, float* y, size_t n, uint32_t threshold, float scale, uint64_t draw_key,
                    uint64_t offset);
+
+// ---- Image layers (gpu_conv.cu: cuDNN 9, opened on first use; gpu_cnn_ops.cu) ----
+// NCHW fp32; a plane is the H * W values of one (sample, channel).
+struct ConvShape {
+  int n, c, h, w;   // input
+  int oc, k, stride, pad;
+  int oh, ow;       // output
+};
+// y = conv(x, w) (OIHW weights, cross-correlation, no bias); dx = conv's input gradient;
+// dw += conv's weight gradient. fp32 on the CUDA cores (no TF32), deterministic algorithms.
+void conv2d_forward(const ConvShape& s, const float* x, const float* w, float* y);
+void conv2d_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx);
+void conv2d_backward_filter(const ConvShape& s, const float* x, const float* dy, float* dw);
+// y[n, c, :] += b[c]; db[c] += sum over samples and positions of dy[n, c, :].
+void add_channel_bias(float* y, const float* b, int n, int c, int plane);
+void add_channel_sums(float* db, const float* dy, int n, int c, int plane);
+// BatchNorm (models/layers/batch_norm.h): out[c] = sum of channel c's values, out[C + c]
+// = their squared deviations from float(sum / count), in double (device memory).
+void channel_moments(const float* x, int n, int c, int plane, double* out);
+// y = x w invstd + (b - mean w invstd), then max(y, 0) when relu.
+void batch_norm_forward(const float* x, const float* mean, const float* invstd, const float* w, const float* b,
+                        float* y, int n, int c, int plane, bool relu);
+// out[c] = sum of g, out[C + c] = sum of g (x - mean), g = dy (0 where y <= 0 with relu).
+void batch_norm_grad_sums(const float* x, const float* y, const float* dy, const float* mean, int n, int c, int plane,
+                          bool relu, double* out);
+// dx = w invstd (g - mean_g - (x - mean) invstd mean_gxhat) per channel (training), or
+// w invstd g when mean_g is null (evaluation).
+void batch_norm_backward_input(const float* x, const float* y, const float* dy, const float* mean,
+                               const float* invstd, const float* w, const float* mean_g, const float* mean_gxhat,
+                               float* dx, int n, int c, int plane, bool relu);
+// Max pooling over `planes` planes; argmax keeps, per output, the flat index in its input
+// plane that it took (backward adds each output's gradient there).
+void max_pool_forward(const float* x, float* y, int32_t* argmax, int planes, int h, int w, int oh, int ow, int k,
+                      int stride, int pad);
+void max_pool_backward(const float* dy, const int32_t* argmax, float* dx, int planes, int h, int w, int oh, int ow,
+                       int k, int stride, int pad);
+// AdaptiveAvgPool2d (PyTorch's cells; models/layers/avg_pool.h).
+void adaptive_avg_pool_forward(const float* x, float* y, int planes, int h, int w, int oh, int ow);
+void adaptive_avg_pool_backward(const float* dy, float* dx, int planes, int h, int w, int oh, int ow);
 
 }  // namespace dpt::gpu

@@ -18,6 +18,13 @@ void sgemm_batched(bool, bool, int, int, int, float, const float*, int, int64_t,
                    float*, int, int64_t, int) {
   absent("sgemm_batched");
 }
+void gemm_bf16(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int) {
+  absent("gemm_bf16");
+}
+void gemm_bf16_batched(bool, bool, int, int, int, float, const float*, int, int64_t, const float*, int, int64_t,
+                       float, float*, int, int64_t, int) {
+  absent("gemm_bf16_batched");
+}
 void fill_rows(float*, const float*, int, int) { absent("fill_rows"); }
 void add_column_sums(float*, const float*, int, int) { absent("add_column_sums"); }
 void add(const float*, const float*, float*, size_t) { absent("add"); }
@@ -44,5 +51,34 @@ void softmax_cross_entropy(const float*, const int32_t*, float*, float*, int, in
   absent("softmax_cross_entropy");
 }
 void dropout_apply(const float*, float*, size_t, uint32_t, float, uint64_t, uint64_t) { absent("dropout_apply"); }
+void conv2d_forward(const ConvShape&, const float*, const float*, float*) { absent("conv2d_forward"); }
+void conv2d_backward_data(const ConvShape&, const float*, const float*, float*) { absent("conv2d_backward_data"); }
+void conv2d_backward_filter(const ConvShape&, const float*, const float*, float*) {
+  absent("conv2d_backward_filter");
+}
+void add_channel_bias(float*, const float*, int, int, int) { absent("add_channel_bias"); }
+void add_channel_sums(float*, const float*, int, int, int) { absent("add_channel_sums"); }
+void channel_moments(const float*, int, int, int, double*) { absent("channel_moments"); }
+void batch_norm_forward(const float*, const float*, const float*, const float*, const float*, float*, int, int, int,
+                        bool) {
+  absent("batch_norm_forward");
+}
+void batch_norm_grad_sums(const float*, const float*, const float*, const float*, int, int, int, bool, double*) {
+  absent("batch_norm_grad_sums");
+}
+void batch_norm_backward_input(const float*, const float*, const float*, const float*, const float*, const float*,
+                               const float*, const float*, float*, int, int, int, bool) {
+  absent("batch_norm_backward_input");
+}
+void max_pool_forward(const float*, float*, int32_t*, int, int, int, int, int, int, int, int) {
+  absent("max_pool_forward");
+}
+void max_pool_backward(const float*, const int32_t*, float*, int, int, int, int, int, int, int, int) {
+  absent("max_pool_backward");
+}
+void adaptive_avg_pool_forward(const float*, float*, int, int, int, int, int) { absent("adaptive_avg_pool_forward"); }
+void adaptive_avg_pool_backward(const float*, float*, int, int, int, int, int) {
+  absent("adaptive_avg_pool_backward");
+}
 
 }  // namespace dpt::gpu

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "models/cuda/gpu_ops.h"
+
 namespace dpt {
 namespace {
 int64_t cell_begin(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
@@ -16,10 +18,14 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(const std::string& name, int64_t out_h, int
 const Tensor& AdaptiveAvgPool2d::forward(const Tensor& in, const ForwardContext&) {
   if (in.rank() != 4 || in.dim(2) < 1 || in.dim(3) < 1)
     throw std::invalid_argument(name() + ": expected NCHW, got " + shape_to_string(in.shape()));
-  if (in.on_cuda()) throw std::invalid_argument(name() + ": AdaptiveAvgPool2d has no CUDA kernels");
   in_shape_ = in.shape();
   const int64_t planes = in.dim(0) * in.dim(1), h = in.dim(2), w = in.dim(3);
+  y_.set_device(in.device());
   y_.resize({in.dim(0), in.dim(1), oh_, ow_});
+  if (in.on_cuda()) {
+    gpu::adaptive_avg_pool_forward(in.data(), y_.data(), int(planes), int(h), int(w), int(oh_), int(ow_));
+    return y_;
+  }
   const float* x = in.data();
   float* y = y_.data();
   for (int64_t pl = 0; pl < planes; ++pl) {
@@ -40,9 +46,14 @@ const Tensor& AdaptiveAvgPool2d::forward(const Tensor& in, const ForwardContext&
 
 const Tensor& AdaptiveAvgPool2d::backward(const Tensor& dout, GradSink&, bool need_input_grad) {
   if (!need_input_grad) return dx_;
+  dx_.set_device(dout.device());
   dx_.resize(in_shape_);
-  dx_.zero();
   const int64_t planes = in_shape_[0] * in_shape_[1], h = in_shape_[2], w = in_shape_[3];
+  if (dout.on_cuda()) {
+    gpu::adaptive_avg_pool_backward(dout.data(), dx_.data(), int(planes), int(h), int(w), int(oh_), int(ow_));
+    return dx_;
+  }
+  dx_.zero();
   const float* dy = dout.data();
   float* dx = dx_.data();
   for (int64_t pl = 0; pl < planes; ++pl) {

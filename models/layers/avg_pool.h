@@ -14,6 +14,7 @@ class AdaptiveAvgPool2d : public Layer {
   AdaptiveAvgPool2d(const std::string& name, int64_t out_h, int64_t out_w);
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  bool supports_cuda() const override { return true; }
 
  private:
   int64_t oh_, ow_;

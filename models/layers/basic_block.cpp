@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "models/cuda/gpu_ops.h"
 #include "models/parallel_for.h"
 
 namespace dpt {
@@ -56,11 +57,17 @@ const Tensor& BasicBlock::forward(const Tensor& in, const ForwardContext& ctx) {
   if (identity->shape() != main.shape())
     throw std::logic_error(name() + ": residual shapes differ: " + shape_to_string(identity->shape()) + " vs " +
                            shape_to_string(main.shape()));
+  out_.set_device(main.device());
   out_.resize(main.shape());
   const float* m = main.data();
   const float* id = identity->data();
   float* o = out_.data();
   const size_t n = out_.numel();
+  if (main.on_cuda()) {
+    gpu::add(m, id, o, n);
+    gpu::relu_forward(o, o, n);
+    return out_;
+  }
   parallel_for(static_cast<int64_t>(n), parallel_grain(1), [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) o[i] = std::max(m[i] + id[i], 0.0f);
   });
@@ -69,12 +76,15 @@ const Tensor& BasicBlock::forward(const Tensor& in, const ForwardContext& ctx) {
 
 const Tensor& BasicBlock::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
   // Through the final ReLU: g = dout where out > 0.
+  g_.set_device(dout.device());
   g_.resize(dout.shape());
   const float* dy = dout.data();
   const float* o = out_.data();
   float* g = g_.data();
   const size_t n = g_.numel();
-  parallel_for(static_cast<int64_t>(n), parallel_grain(1), [&](int64_t first, int64_t last) {
+  const bool cuda = dout.on_cuda();
+  if (cuda) gpu::relu_backward(o, dy, g, n);
+  else parallel_for(static_cast<int64_t>(n), parallel_grain(1), [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) {
       const float v = dy[i];  // loaded unconditionally, so the select vectorises
       g[i] = o[i] > 0.0f ? v : 0.0f;
@@ -89,10 +99,15 @@ const Tensor& BasicBlock::backward(const Tensor& dout, GradSink& sink, bool need
   const Tensor& d_a = rounded(conv2_.backward(rounded(bn2_.backward(g_, sink, true), fp16_), sink, true), fp16_);
   const Tensor& d_in = conv1_.backward(rounded(bn1_.backward(d_a, sink, true), fp16_), sink, need_input_grad);
   if (!need_input_grad) return dx_;
+  dx_.set_device(d_in.device());
   dx_.resize(d_in.shape());
   const float* p = d_in.data();
   const float* q = d_identity->data();
   float* dx = dx_.data();
+  if (cuda) {
+    gpu::add(p, q, dx, dx_.numel());
+    return dx_;
+  }
   parallel_for(static_cast<int64_t>(dx_.numel()), parallel_grain(1), [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) dx[i] = p[i] + q[i];
   });

@@ -24,6 +24,7 @@ class BasicBlock : public Layer {
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
   std::vector<size_t> used_params() const override;
+  bool supports_cuda() const override { return true; }  // its layers' CUDA paths, two kernels
 
  private:
   Conv2d conv1_;

@@ -143,12 +143,12 @@ const Tensor& BatchNorm::forward(const Tensor& in, const ForwardContext& ctx) {
   if (in.rank() < 2 || in.dim(1) != c_)
     throw std::invalid_argument(name() + ": expected [N, " + std::to_string(c_) + ", ...], got " +
                                 shape_to_string(in.shape()));
-  if (in.on_cuda()) throw std::invalid_argument(name() + ": BatchNorm has no CUDA kernels");
   x_ = &in;
   n_ = in.dim(0);
   s_ = n_ > 0 ? static_cast<int64_t>(in.numel()) / (n_ * c_) : 0;
   training_ = ctx.training;
   reducer_ = training_ ? ctx.batch_stats : nullptr;
+  if (in.on_cuda()) return forward_cuda(in);
   const float* x = in.data();
   if (training_) {
     local_moments(x);
@@ -191,6 +191,7 @@ const Tensor& BatchNorm::forward(const Tensor& in, const ForwardContext& ctx) {
 }
 
 const Tensor& BatchNorm::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
+  if (dout.on_cuda()) return backward_cuda(dout, sink, need_input_grad);
   const auto C = static_cast<size_t>(c_);
   const int64_t cs = c_ * s_;
   const float* dy = dout.data();

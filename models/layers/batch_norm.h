@@ -17,8 +17,13 @@
 //   dx = weight * invstd * (g - sum(g) / M - xhat * sum(g * xhat) / M)
 //   where the two sums are global under SyncBatchNorm (BatchStatsReducer::sum_gradients).
 // In evaluation mode dx = g * weight * invstd (the statistics are constants).
+// CUDA (batch_norm_cuda.cpp): the per-channel sums run as kernels (gpu_ops.h) and come
+// down (2C doubles); the statistics, the running buffers (host buffers, as DDP's buffer
+// broadcast expects) and SyncBatchNorm's reduction stay the host code above; mean and
+// invstd (and backward's two means) go up (2C floats) for the element-wise kernels.
 #pragma once
 
+#include "models/cuda/device_floats.h"
 #include "models/layer.h"
 
 namespace dpt {
@@ -31,6 +36,7 @@ class BatchNorm : public Layer {
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
   std::vector<size_t> used_params() const override { return {w_, b_}; }
+  bool supports_cuda() const override { return true; }
 
  private:
   // Per channel mean and m2 of this replica's batch (float sums over the batch per
@@ -38,6 +44,8 @@ class BatchNorm : public Layer {
   void local_moments(const float* x);
   // mean_/var_ from local or gathered moments; updates the running statistics.
   void batch_statistics(BatchStatsReducer* reducer);
+  const Tensor& forward_cuda(const Tensor& in);
+  const Tensor& backward_cuda(const Tensor& dout, GradSink& sink, bool need_input_grad);
 
   ParamStore& store_;
   int64_t c_;
@@ -57,6 +65,9 @@ class BatchNorm : public Layer {
   // Per-position (C*S) scratch: accumulators and the expanded per-channel constants.
   std::vector<float> acc_a_, acc_b_, mean_e_, k_e_, kx_e_, k0_e_;
   Tensor y_, dx_;
+  // CUDA: mean and invstd [2C]; backward's mean_g and mean_gxhat [2C]; the parameter
+  // gradients' increments [2C]; per-channel double sums [2C doubles].
+  DeviceFloats stats_device_, coef_device_, delta_device_, sums_device_;
 };
 
 }  // namespace dpt

@@ -44,13 +44,11 @@ void Conv2d::init_params(ParamStore& store, uint64_t seed) {
   if (has_bias_) init_uniform(store.param_span(b_), bound, param_seed(seed, infos[b_].name));
 }
 
-void Conv2d::plan(const Tensor& in) {
+void Conv2d::check_input(const Tensor& in) {
   if (in.rank() != 4 || in.dim(1) != c_)
     throw std::invalid_argument(name() + ": expected [N, " + std::to_string(c_) + ", H, W], got " +
                                 shape_to_string(in.shape()));
-  if (in.on_cuda()) throw std::invalid_argument(name() + ": Conv2d has no CUDA kernels");
   n_ = in.dim(0);
-  if (in.shape() == planned_) return;
   h_ = in.dim(2), w_in_ = in.dim(3);
   if (h_ + 2 * pad_ < k_ || w_in_ + 2 * pad_ < k_)
     throw std::invalid_argument(name() + ": input " + shape_to_string(in.shape()) + " is smaller than the " +
@@ -58,6 +56,14 @@ void Conv2d::plan(const Tensor& in) {
                                 std::to_string(pad_));
   oh_ = (h_ + 2 * pad_ - k_) / stride_ + 1;
   ow_ = (w_in_ + 2 * pad_ - k_) / stride_ + 1;
+}
+
+void Conv2d::plan(const Tensor& in) {
+  if (in.shape() == planned_) {
+    n_ = in.dim(0);
+    return;
+  }
+  check_input(in);
   p_ = oh_ * ow_;
   hp_ = h_ + 2 * pad_;
   wp_ = w_in_ + 2 * pad_;
@@ -251,6 +257,7 @@ void Conv2d::live_weights_bf16() {
 }
 
 const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext& ctx) {
+  if (in.on_cuda()) return forward_cuda(in);
   x_ = &in;
   plan(in);
   bf16_ = gemm_precision() == GemmPrecision::bf16 && bf16_gemm_native();
@@ -327,6 +334,7 @@ void Conv2d::dy_bf16(const float* dout) {
 }
 
 const Tensor& Conv2d::backward(const Tensor& dout, GradSink& sink, bool need_input_grad) {
+  if (dout.on_cuda()) return backward_cuda(dout, sink, need_input_grad);
   const float* dy = dout.data();
   if (has_bias_) {
     float* db = store_.grad(b_);

@@ -41,6 +41,9 @@
 // (models/layers/conv2d_onednn.h) run forward and backward instead, bf16 when the
 // precision is bf16 on a native CPU; the products are recorded (models/gemm.h) as the
 // im2col GEMMs they replace, so FLOP counts stay the same.
+// CUDA (conv2d_cuda.cpp): cuDNN's forward, backward-data and backward-filter in fp32
+// (gpu_ops.h conv2d_*), the bias by two small kernels; recorded as the full-tap im2col
+// GEMMs.
 #pragma once
 
 #include <memory>
@@ -67,6 +70,7 @@ class Conv2d : public Layer {
   const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
   std::vector<size_t> used_params() const override;
+  bool supports_cuda() const override { return true; }
   // What the last forward ran: "im2col", or "onednn <forward / backward data / backward
   // weights implementations>" (benchmarks and tests print it).
   std::string kernel() const;
@@ -106,6 +110,10 @@ class Conv2d : public Layer {
   enum class Pass { forward, weights, data };
   void record_pass(Pass pass) const;
   void add_bias();
+  const Tensor& forward_cuda(const Tensor& in);
+  const Tensor& backward_cuda(const Tensor& dout, GradSink& sink, bool need_input_grad);
+  // The output shape of the input (oh_, ow_; n_), checked as plan() checks it.
+  void check_input(const Tensor& in);
 
   ParamStore& store_;
   int64_t c_, oc_, k_, stride_, pad_;

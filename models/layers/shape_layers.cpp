@@ -2,6 +2,7 @@
 
 #include "device/runtime.h"
 #include "models/cpu_features.h"
+#include "models/cuda/gpu_ops.h"
 #include "models/parallel_for.h"
 
 #include <algorithm>
@@ -177,14 +178,20 @@ bool MaxPool2d::avx512_available() { return cpu_has_avx512_pool(); }
 const Tensor& MaxPool2d::forward(const Tensor& in, const ForwardContext&) {
   if (in.rank() != 4)
     throw std::invalid_argument(name() + ": expected NCHW, got " + shape_to_string(in.shape()));
-  if (in.on_cuda()) throw std::invalid_argument(name() + ": MaxPool2d has no CUDA kernels");
   x_ = &in;
   const int64_t planes = in.dim(0) * in.dim(1), h = in.dim(2), w = in.dim(3);
   if (h + 2 * pad_ < k_ || w + 2 * pad_ < k_)
     throw std::invalid_argument(name() + ": input " + shape_to_string(in.shape()) + " is smaller than the " +
                                 std::to_string(k_) + "x" + std::to_string(k_) + " window");
   const int64_t oh = (h + 2 * pad_ - k_) / stride_ + 1, ow = (w + 2 * pad_ - k_) / stride_ + 1;
+  y_.set_device(in.device());
   y_.resize({in.dim(0), in.dim(1), oh, ow});
+  if (in.on_cuda()) {  // the argmax indices are int32, kept in a float-sized device array
+    argmax_device_.reserve(static_cast<size_t>(planes * oh * ow));
+    gpu::max_pool_forward(in.data(), y_.data(), reinterpret_cast<int32_t*>(argmax_device_.data()), int(planes), int(h),
+                          int(w), int(oh), int(ow), int(k_), int(stride_), int(pad_));
+    return y_;
+  }
   argmax_.resize(static_cast<size_t>(planes * oh * ow));
   const float* x = in.data();
   float* y = y_.data();
@@ -204,6 +211,12 @@ const Tensor& MaxPool2d::forward(const Tensor& in, const ForwardContext&) {
 const Tensor& MaxPool2d::backward(const Tensor& dout, GradSink&, bool need_input_grad) {
   if (!need_input_grad) return dx_;
   dx_.resize_like(*x_);
+  if (dout.on_cuda()) {  // every input written: the gradients of the outputs that took it
+    gpu::max_pool_backward(dout.data(), reinterpret_cast<const int32_t*>(argmax_device_.data()), dx_.data(),
+                           int(dout.dim(0) * dout.dim(1)), int(x_->dim(2)), int(x_->dim(3)), int(dout.dim(2)),
+                           int(dout.dim(3)), int(k_), int(stride_), int(pad_));
+    return dx_;
+  }
   dx_.zero();
   const int64_t plane_in = x_->dim(2) * x_->dim(3);
   const int64_t plane_out = dout.dim(2) * dout.dim(3);

@@ -3,9 +3,12 @@
 //              window takes the max of its real pixels); output floor((H + 2p - k)/s) + 1.
 //              Remembers which input won each window (the first maximum in row-major
 //              order, as PyTorch) so backward routes the gradient to it alone.
+//              On CUDA, one thread per output (forward) and one per input (backward: it
+//              adds the gradients of the outputs that took it, no atomics).
 //   Flatten:   [N, d1, d2, ...] -> [N, d1*d2*...]; backward reshapes back.
 #pragma once
 
+#include "models/cuda/device_floats.h"
 #include "models/layer.h"
 
 namespace dpt {
@@ -19,12 +22,14 @@ class MaxPool2d : public Layer {
   // build's (tests compare the two).
   void set_avx512(bool on) { avx512_ = on; }
   static bool avx512_available();
+  bool supports_cuda() const override { return true; }
 
  private:
   int64_t k_, stride_, pad_;
   bool avx512_ = true;
   const Tensor* x_ = nullptr;
   std::vector<int32_t> argmax_;  // flat index within the input plane, per output
+  DeviceFloats argmax_device_;   // the same on CUDA (int32 bits in a float-sized array)
   Tensor y_, dx_;
 };
 

@@ -1,10 +1,12 @@
 #include "parallel/ddp/ddp_strategy.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "comm/store/elastic_membership.h"
 #include "models/checkpoint.h"
 #include "optim/clip_grad.h"
+#include "optim/cuda/device_steps.h"
 #include "parallel/ddp/powersgd_checkpoint.h"
 #include "parallel/precision/wire16.h"
 
@@ -16,6 +18,21 @@ DdpStrategy::DdpStrategy(Module& model, Communicator& comm, const StrategyConfig
   if (model.store().sharded())
     throw std::logic_error("DDP: the model was built sharded (only ZeRO-3 keeps a shard of the parameters)");
   optimizer_ = make_optimizer(model.num_params());
+  if (config.ddp.optimizer_on_device) {
+    // Checked here as well as by the trainer's flags: a library caller gets the same words.
+    if (!model.on_cuda()) throw std::invalid_argument("DDP: --optimizer-device cuda needs the model on CUDA (--device cuda)");
+    if (!optimizer_->has_device_step())
+      throw std::invalid_argument("DDP: --optimizer-device cuda: optimizer " + optimizer_->name() + " has no device step");
+    if (config.ddp.wire != DType::f32 || config.ddp.powersgd.rank != 0)
+      throw std::invalid_argument("DDP: --optimizer-device cuda reduces fp32 device buckets: not with --grad-compress " +
+                                  std::string(config.ddp.powersgd.rank ? "powersgd" : "bf16/fp16"));
+    if (config.precision == DType::f16)
+      throw std::invalid_argument("DDP: --optimizer-device cuda: --precision fp16 is not on the device yet (bf16 is)");
+    on_device_ = true;
+    optimizer_->to_device();
+    model.store().set_device_resident(true);
+    return;  // bf16: the device parameters are fp32 masters, the products round (autocast)
+  }
   if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
 }
 
@@ -32,10 +49,25 @@ void DdpStrategy::set_communicator(Communicator& comm) {
 
 void DdpStrategy::clip_grad_norm(float max_norm) {
   // Every rank holds the whole averaged gradient: the local norm is the global one.
+  if (on_device_) {
+    ParamStore& s = model_.store();
+    const float total = float(std::sqrt(gpu::squared_norm(s.device_flat_grads(), s.total_numel())));
+    const float coef = clip_coefficient(max_norm, total);
+    if (coef != 1.0f) gpu::scale(s.device_flat_grads(), s.total_numel(), coef);
+    s.device_grads_updated();
+    return;
+  }
   dpt::clip_grad_norm(model_.flat_grads(), max_norm);
 }
 
 void DdpStrategy::step(float lr) {
+  if (on_device_) {
+    ParamStore& s = model_.store();
+    s.sync_device_params();  // a host view handed out since the forward may have written
+    optimizer_->step_on_device(s.device_flat_params(), s.device_flat_grads(), lr);
+    s.device_params_updated();
+    return;
+  }
   if (master_) master_->step(*optimizer_, model_.flat_params(), model_.flat_grads(), lr);
   else optimizer_->step(model_.flat_params(), model_.flat_grads(), lr);
 }

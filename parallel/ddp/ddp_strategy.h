@@ -4,7 +4,9 @@
 // averaged by bucketed allreduce overlapped with backward (grad_allreduce.h); every
 // rank then runs the same optimizer step on the whole flat buffer, so the replicas
 // stay bit-identical. Under mixed precision (bf16) the optimizer steps an fp32 master
-// of the whole buffer (master_weights.h).
+// of the whole buffer (master_weights.h). Device-resident (DdpConfig::optimizer_on_device)
+// the optimizer and clipping run on the device copies and the host ones are refreshed
+// only when read (models/param_store.h).
 #include <memory>
 
 #include "parallel/ddp/grad_allreduce.h"
@@ -47,7 +49,8 @@ class DdpStrategy : public ParallelStrategy {
   void adopt_state_from(int root);
 
   GradAllreduce sync_;
-  std::unique_ptr<MasterWeights> master_;  // mixed precision
+  std::unique_ptr<MasterWeights> master_;  // mixed precision on host parameters
+  bool on_device_ = false;                 // device-resident (DdpConfig::optimizer_on_device)
 };
 
 }  // namespace dpt

@@ -72,7 +72,7 @@ GradAllreduce::~GradAllreduce() { model_.set_grad_download(true); }
 
 void GradAllreduce::choose_device_buckets() {
   device_buckets_ = model_.on_cuda() && config_.wire == DType::f32 &&
-                    (config_.force_device_buckets ||
+                    (config_.force_device_buckets || config_.optimizer_on_device ||
                      comm_->takes_device_collective(CollKind::allreduce, DType::f32, 1, ReduceOp::avg));
   model_.set_grad_download(!device_buckets_);
 }
@@ -133,7 +133,8 @@ void GradAllreduce::complete_powersgd(size_t i) {
 
 void GradAllreduce::complete(const BucketRange& b, std::vector<uint16_t>& wire) {
   if (config_.wire != DType::f32) unpack16(config_.wire, wire.data(), model_.flat_grads().data() + b.begin, b.end - b.begin);
-  if (device_buckets_) model_.store().download_grads(b.begin, b.end);
+  // Device-resident: the optimizer reads the device buckets; nothing comes down.
+  if (device_buckets_ && !config_.optimizer_on_device) model_.store().download_grads(b.begin, b.end);
 }
 
 }  // namespace dpt

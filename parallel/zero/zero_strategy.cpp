@@ -20,6 +20,9 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
   if (config.ddp.powersgd.rank != 0)
     throw std::invalid_argument("--grad-compress powersgd works with DDP only (--zero 0), not with --zero " + std::to_string(stage_) +
                                 ": ZeRO reduces each gradient to its shard's owner, not a low-rank allreduce");
+  if (config.ddp.optimizer_on_device)
+    throw std::invalid_argument("--optimizer-device cuda works with DDP only (--zero 0), not with --zero " +
+                                std::to_string(stage_) + ": ZeRO's shards and their optimizer are host buffers");
   optimizer_ = make_optimizer(layout_.shard);
   if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
   // Fails early (length_error) if the world is larger than ParamStore's slack allows.

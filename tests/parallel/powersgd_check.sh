@@ -82,7 +82,12 @@ case $scenario in
     accum=(); for ((i = 0; i < ${#mcommon[@]}; i++)); do [[ ${mcommon[i]} == --batch-size ]] && ((i += 1)) || accum+=("${mcommon[i]}"); done
     run accum mpi 2 "${accum[@]}" --batch-size 16 --grad-accum 2
     check_bytes accum 5 "$(expected_bytes 0)" "$(expected_bytes 4)"
-    "$bin/compare_runs" --metrics "$work/one.jsonl" "$work/accum.jsonl" --rtol 1e-4 ;;
+    # Two micro-batches add their gradients in another order than one batch of 32, and 40
+    # momentum steps through PowerSGD's orthogonalisation grow that rounding: 5.2e-4 at
+    # step 39 with OpenBLAS's Haswell kernels on an AMD EPYC, 6e-6 with the kernels it picks
+    # there by itself. Compressing each micro-batch instead of the step would also change
+    # the bytes checked above.
+    "$bin/compare_runs" --metrics "$work/one.jsonl" "$work/accum.jsonl" --rtol 2e-3 ;;
   refused)
     refuse() {  # refuse "words the message must hold" ARGS...
       local want=$1; shift

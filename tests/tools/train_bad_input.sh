@@ -30,6 +30,11 @@ expect 2 "--precision fp16 communicates gradients in fp16; --grad-compress bf16 
 expect 2 "--loss-scale-init must be a finite number > 0" -- --precision fp16 --loss-scale-init 0
 expect 2 "--loss-scale-window must be at least 1" -- --precision fp16 --loss-scale-window 0
 expect 2 "--debug-inject-inf: 'x' is not a step" -- --debug-inject-inf 1:x
+expect 2 "--optimizer-device 'gpu': valid are cpu, cuda" -- --optimizer-device gpu
+expect 2 "--optimizer-device cuda: needs --device cuda" -- --optimizer-device cuda
+expect 2 "--optimizer-device cuda: DDP only \(ZeRO keeps its shards on the host\), not --zero 2" -- --device cuda --optimizer-device cuda --zero 2
+expect 2 "--optimizer-device cuda: reduces fp32 device buckets, not --grad-compress bf16" -- --device cuda --optimizer-device cuda --grad-compress bf16
+expect 2 "--optimizer-device cuda: --precision fp16 is not on the device yet" -- --device cuda --optimizer-device cuda --precision fp16
 expect 2 "--augment: unknown augmentation 'flip' \(valid: none, crop-flip\)" -- --augment flip
 expect 2 "--image-size must be >= 0, got -2" -- --image-size -2
 expect 2 "give --data-file or --data-dir, not both" -- --data-file a.txt --data-dir b.txt

@@ -150,8 +150,9 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("algo", po::value(&o.algo)->default_value("auto"), dpt::algo::help_text().c_str())
     ("zero", po::value(&o.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
     ("overlap-comm", po::value(&o.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
-    ("device", po::value(&o.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; toy, mlp and gpt)")
+    ("device", po::value(&o.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; every model; the convolutions need cuDNN 9)")
     ("device-buckets", po::value(&o.device_buckets)->default_value("auto"), "auto | always: with --device cuda, reduce gradient buckets as device buffers only where the backend takes them (nccl, CUDA-aware MPI), else download each gradient once and reduce on the host; always = device buckets everywhere (staged; for measurements)")
+    ("optimizer-device", po::value(&o.optimizer_device)->default_value("cpu"), "cpu | cuda: where DDP's optimizer steps with --device cuda. cuda = device-resident training: parameters, gradients and optimizer state (sgd, adam, adamw) stay on the GPU, gradient clipping too, and a step moves nothing over PCIe (DDP, fp32 or bf16, no --grad-compress; docs/gpu.md)")
     ("shuffle", "shuffle the data each epoch (default)")
     ("no-shuffle", po::bool_switch(&o.no_shuffle), "keep the data in order")
     ("bucket-mb", po::value(&o.bucket_mb)->default_value(25.0), "DDP bucket size in MiB")
@@ -243,6 +244,20 @@ void check_options(Options& o, const po::variables_map& vm) {
   if (o.device_buckets != "auto" && o.device_buckets != "always")
     throw std::invalid_argument("--device-buckets '" + o.device_buckets + "': valid are auto, always");
   ddp.force_device_buckets = o.device_buckets == "always";
+  if (o.optimizer_device != "cpu" && o.optimizer_device != "cuda")
+    throw std::invalid_argument("--optimizer-device '" + o.optimizer_device + "': valid are cpu, cuda");
+  ddp.optimizer_on_device = o.optimizer_device == "cuda";
+  if (ddp.optimizer_on_device) {
+    const auto refuse = [](const std::string& why) {
+      throw std::invalid_argument("--optimizer-device cuda: " + why);
+    };
+    if (o.device != "cuda") refuse("needs --device cuda");
+    if (o.zero != 0) refuse("DDP only (ZeRO keeps its shards on the host), not --zero " + std::to_string(o.zero));
+    // fp16 first: --precision fp16 also sets a 16-bit wire, which the next check names.
+    if (o.precision == "fp16") refuse("--precision fp16 is not on the device yet (fp32 and bf16 are)");
+    if (o.grad_compress != "none") refuse("reduces fp32 device buckets, not --grad-compress " + o.grad_compress);
+    if (!o.inject_inf.empty()) refuse("--debug-inject-inf writes a host gradient, which the device step does not read");
+  }
   if (o.grad_compress == "none") ddp.wire = dpt::DType::f32;
   else if (o.grad_compress == "bf16") ddp.wire = dpt::DType::bf16;
   else if (o.grad_compress == "fp16") ddp.wire = dpt::DType::f16;

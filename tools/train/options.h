@@ -26,7 +26,7 @@ struct SignalHit {
 
 struct Options {
   dpt::DistTrainConfig cfg;
-  std::string backend, algo, precision, grad_compress, device, device_buckets, overlap_comm;
+  std::string backend, algo, precision, grad_compress, device, device_buckets, optimizer_device, overlap_comm;
   std::string metrics_out, config_file;
   std::string switch_backend, switch_to;  // STEP:NAME, and NAME once checked
   int64_t switch_at = -1;
