@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "models/batch_stats_reducer.h"
+#include "models/cuda/gpu_ops.h"
 #include "models/f16_round.h"
 #include "models/param_store.h"
 #include "models/tensor.h"
@@ -94,10 +95,12 @@ class Layer {
 
 // Rounds a layer's output (or a gradient it handed back) to fp16 in place, for
 // ComputePrecision::kF16: "the values this layer produced were fp16". Layers hand out
-// const references to tensors they own; the tensors themselves are not const. Host
-// tensors only (the rounding is a CPU emulation).
+// const references to tensors they own; the tensors themselves are not const. On CUDA a
+// kernel rounds (gpu::round_to_f16, the same values).
 inline void round_produced_to_f16(const Tensor& t) {
-  if (t.numel() > 0 && !t.on_cuda()) round_to_f16(const_cast<Tensor&>(t).data(), t.numel());
+  if (t.numel() == 0) return;
+  if (t.on_cuda()) gpu::round_to_f16(const_cast<Tensor&>(t).data(), t.numel());
+  else round_to_f16(const_cast<Tensor&>(t).data(), t.numel());
 }
 
 // Prefix join for dotted names: join_name("blocks.2", "attn") == "blocks.2.attn".

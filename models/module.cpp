@@ -67,17 +67,12 @@ void Module::to_cuda(int device_index) {
   std::string why;
   if (device::kernel_device_count(&why) <= device_index)
     throw device::DeviceError(name_ + ": no CUDA device " + std::to_string(device_index) + " here (" + why + ")");
-  if (fp16()) throw std::invalid_argument(name_ + ": fp16 compute precision is emulated on the CPU only");
   device::set_current(Device{DeviceKind::cuda, device_index});
   store_.attach_device();
   cuda_ = true;
 }
 
-void Module::set_compute_precision(ComputePrecision p) {
-  if (p == ComputePrecision::kF16 && cuda_)
-    throw std::invalid_argument(name_ + ": fp16 compute precision is emulated on the CPU only (the model is on CUDA)");
-  ctx_.precision = p;
-}
+void Module::set_compute_precision(ComputePrecision p) { ctx_.precision = p; }
 
 void Module::zero_grad() {
   if (!cuda_) return store_.mark_grads_zero();  // written as zeros or stored over when touched
@@ -164,6 +159,7 @@ void Module::backward() {
   sink_.begin(use_counts_, [this](size_t p) {
     store_.settle_grad(p);  // final: a layer that announced it without writing it leaves zeros
     const ParamInfo& info = store_.infos()[p];
+    if (fp16() && cuda_) gpu::round_to_f16(store_.device_grad(p), info.numel);  // before it comes down
     if (cuda_ && grad_download_) store_.download_grads(info.offset, info.offset + info.numel);
     if (fp16() && !cuda_) round_to_f16(store_.grad_span(p));
     if (hooks_.on_grad_ready) hooks_.on_grad_ready(info);

@@ -84,8 +84,8 @@ class Module {
   // `reducer` reaches (null: this process's batch). The reducer must outlive its use.
   void set_batch_stats_reducer(BatchStatsReducer* reducer) { ctx_.batch_stats = reducer; }
   BatchStatsReducer* batch_stats_reducer() const { return ctx_.batch_stats; }
-  // Throws for kF16 on CUDA (the rounding is a CPU emulation; native half kernels are
-  // not written).
+  // kF16 on CUDA rounds with a kernel (gpu::round_to_f16): the same values as on the CPU.
+  // The products stay fp32 on rounded values (exact operands; no fp16 tensor cores yet).
   void set_compute_precision(ComputePrecision p);
   ComputePrecision compute_precision() const { return ctx_.precision; }
   // The precision of every matrix product in forward and backward (models/gemm.h,

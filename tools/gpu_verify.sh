@@ -146,12 +146,13 @@ for step in "${steps[@]}"; do
       # (--optimizer-device cuda: AdamW on the GPU, nothing over PCIe in a step), bf16
       # products on tensor cores (cuBLASLt) as llm.c's, and fp32 for reference. Summary
       # lines: tools/gpt2_gpu_summary.sh (tokens/s without the first step, MFU, peak memory).
+      # No dropout, as llm.c has none (our gpt2 defaults to Hugging Face's 0.1).
       for prec in bf16 fp32; do
         sample_memory "$log_dir/ours_${prec}_smi.txt"
         run_logged "ours_gpt2_124m_$prec" "${mpi[@]}" -np 1 build/bin/train --model gpt2 --gpt2-size 124M \
           --batch-size 16 --seq-len 1024 --steps "${OURS_STEPS:-10}" --log-every 1 --max-eval-samples 16 \
           --backend nccl --device cuda --optimizer-device cuda --optimizer adamw --lr 3e-4 --precision "$prec" \
-          --metrics-out "$log_dir/ours_$prec.jsonl"
+          --dropout 0 --metrics-out "$log_dir/ours_$prec.jsonl"
         stop_sampling
         if bash tools/gpt2_gpu_summary.sh "$log_dir/ours_$prec.jsonl" "$log_dir/ours_gpt2_124m_$prec.log" 16 1024 "$prec" 1 \
              "$log_dir/ours_${prec}_smi.txt" >"$log_dir/ours_${prec}_summary.txt" 2>&1; then
@@ -167,11 +168,12 @@ for step in "${steps[@]}"; do
       for prec in fp32 bf16; do
         run_logged "curve_$prec" "${mpi[@]}" -np 1 build/bin/train --model gpt2 --gpt2-size 124M --batch-size 8 \
           --seq-len 512 --steps "${CURVE_STEPS:-100}" --log-every 1 --max-eval-samples 8 --backend nccl --device cuda \
-          --optimizer-device cuda --optimizer adamw --lr 3e-4 --precision "$prec" --metrics-out "$log_dir/curve_$prec.jsonl"
+          --optimizer-device cuda --optimizer adamw --lr 3e-4 --precision "$prec" --dropout 0 \
+          --metrics-out "$log_dir/curve_$prec.jsonl"
       done
       run_logged curves_compare build/bin/compare_runs --metrics "$log_dir/curve_fp32.jsonl" "$log_dir/curve_bf16.jsonl" \
         --rtol 0.02 ;;
-    *) echo "gpu_verify: unknown step '$step' (probe tests bench train edges llmc)" >&2; exit 2 ;;
+    *) echo "gpu_verify: unknown step '$step' (probe tests bench train edges resnet llmc curves)" >&2; exit 2 ;;
   esac
 done
 echo; echo "== summary"; printf '%s\n' "${summary[@]}"

@@ -111,8 +111,9 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   // One GPU per local rank (LOCAL_RANK mod the devices here); ranks may share one.
   if (config_.device == "cuda") model_->to_cuda(device::for_local_rank(detect_launch().local_rank).index);
   if (config_.parallel.precision == DType::f16) {
-    // fp16 activations and gradients (emulated on the CPU: overflow and underflow are
-    // real); the strategy keeps fp16 working weights and fp32 masters.
+    // fp16 activations and gradients (rounded to fp16, on the CPU or by a kernel on
+    // CUDA: overflow and underflow are real); the strategy keeps fp16 working weights and
+    // fp32 masters.
     model_->set_compute_precision(ComputePrecision::kF16);
     scaler_ = std::make_unique<LossScaler>(config_.loss_scaler);
   }

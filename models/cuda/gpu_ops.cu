@@ -11,6 +11,7 @@
 //                are over half a gigabyte whose relocations cost every process that
 //                links models/ about 90 ms at start, though most never touch a GPU.
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <map>
@@ -265,7 +266,18 @@ __global__ void dropout_k(const float* x, float* y, size_t n, uint32_t threshold
   y[i] = x[i] * (draw < threshold ? 0.0f : scale);
 }
 
+__global__ void round_to_f16_k(float* x, size_t n) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] = __half2float(__float2half_rn(x[i]));
+}
+
 }  // namespace
+
+void round_to_f16(float* x, size_t n) {
+  if (!n) return;
+  round_to_f16_k<<<blocks_for(n), kThreads>>>(x, n);
+  check_launch("round_to_f16");
+}
 
 void sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
            float beta, float* c, int ldc) {

@@ -68,6 +68,9 @@ void embedding_backward(const int32_t* tokens, const float* dy, float* dtable, f
 // gradient. Labels are checked on the host first.
 void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad, float* row_loss, int rows,
                            int classes, float g_scale, int32_t ignore_label);
+// x = float(half(x)), round to nearest even: what ComputePrecision::kF16 does to every
+// activation and gradient (models/f16_round.h's rounding, the same values).
+void round_to_f16(float* x, size_t n);
 // Dropout with the host's counter-based mask (models/layers/dropout.h): y[i] = x[i] *
 // (draw(key, offset + i) < threshold ? 0 : scale); y may be x.
 void dropout_apply(const float* x, float* y, size_t n, uint32_t threshold, float scale, uint64_t draw_key,

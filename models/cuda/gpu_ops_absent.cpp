@@ -51,6 +51,7 @@ void softmax_cross_entropy(const float*, const int32_t*, float*, float*, int, in
   absent("softmax_cross_entropy");
 }
 void dropout_apply(const float*, float*, size_t, uint32_t, float, uint64_t, uint64_t) { absent("dropout_apply"); }
+void round_to_f16(float*, size_t) { absent("round_to_f16"); }
 void conv2d_forward(const ConvShape&, const float*, const float*, float*) { absent("conv2d_forward"); }
 void conv2d_backward_data(const ConvShape&, const float*, const float*, float*) { absent("conv2d_backward_data"); }
 void conv2d_backward_filter(const ConvShape&, const float*, const float*, float*) {

@@ -9,11 +9,15 @@
 #   resume   stop at step 10 (checkpoint), resume to 20: the same losses and final model,
 #            bit for bit, as the uninterrupted run, with a growth window (4) that puts the
 #            scaler mid-window at the checkpoint and a skipped step before it.
+# FP16_EXTRA: more train flags for every run (gpu.fp16.*: --device cuda, the same checks
+# with the model on the GPU).
 set -euo pipefail
 bin=$1 scenario=$2 n=${3:-2}
 source "$(dirname "$0")/../support/check_lib.sh"
 fcommon=(--model mlp --optimizer sgd --momentum 0.9 --lr 0.05 --lr-schedule constant --no-shuffle --log-every 1
          --max-eval-samples 256 --batch-size 32 --backend tcp --precision fp16 --loss-scale-init 1024)
+read -r -a fp16_extra <<< "${FP16_EXTRA:-}"
+fcommon+=("${fp16_extra[@]}")
 launch() { local np=$1; shift; "$bin/launch" -n "$np" "$bin/train" "$@"; }
 # A metrics line's field at a step: metric RUN STEP KEY, a number or a failure naming it.
 # Call it only as `var=$(metric ...)`, one per line: there `set -e` stops the script when
