@@ -63,6 +63,10 @@ const std::vector<Knob>& declared_knobs() {
        "tests and benchmarks only: H, H:block or H:cyclic = the ranks are taken to sit on H hosts, numbered by blocks or "
        "round robin (the hierarchical algorithms then run on one machine); unset: hosts from each rank's host id "
        "(hostname, boot id, network namespace)"},
+      {"DPT_CUDA_ATTENTION", "fused",
+       "models on CUDA: fused = causal attention by the flash-style kernels (memory O(T) per row; bf16/fp16 on tensor "
+       "cores, else fp32); materialized = the [B, H, T, T] scores through cuBLAS at the pass's precision (docs/gpu.md; "
+       "read by models/layers/attention.cpp)"},
       {kEmulateDevice, "0",
        "tests only: 1 = cuda:0 is emulated with host memory, so the device-buffer paths run on a machine without a GPU"},
       {kElasticSettleS, "10",

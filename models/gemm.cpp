@@ -49,7 +49,9 @@ void sgemm_untimed(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
 GemmClockScope::GemmClockScope(GemmClock& c) : previous_(t_clock) { t_clock = &c; }
 GemmClockScope::~GemmClockScope() { t_clock = previous_; }
 
-const char* gemm_precision_name(GemmPrecision p) { return p == GemmPrecision::bf16 ? "bf16" : "fp32"; }
+const char* gemm_precision_name(GemmPrecision p) {
+  return p == GemmPrecision::bf16 ? "bf16" : p == GemmPrecision::f16 ? "fp16" : "fp32";
+}
 
 GemmPrecision gemm_precision() { return t_precision; }
 GemmPrecisionScope::GemmPrecisionScope(GemmPrecision p) : previous_(t_precision) { t_precision = p; }
@@ -70,11 +72,13 @@ void sgemm_bf16_operands(bool trans_a, bool trans_b, int m, int n, int k, float 
 void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
               int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   if (!cuda) return sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  // bf16 on tensor cores as on the CPU's AMX: the precision Module set for this pass.
-  const bool bf16 = t_precision == GemmPrecision::bf16 && k > 0;
+  // bf16 or fp16 on tensor cores (bf16 as on the CPU's AMX): the precision Module set for
+  // this pass.
+  const bool bf16 = t_precision == GemmPrecision::bf16 && k > 0, f16 = t_precision == GemmPrecision::f16 && k > 0;
   if (t_recorder)
-    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16});
+    t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16, f16});
   if (bf16) return gpu::gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (f16) return gpu::gemm_f16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   gpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -82,12 +86,15 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
                       int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                       int ldc, int64_t stride_c, int batch) {
   if (cuda) {
-    const bool bf16 = t_precision == GemmPrecision::bf16 && k > 0;
+    const bool bf16 = t_precision == GemmPrecision::bf16 && k > 0, f16 = t_precision == GemmPrecision::f16 && k > 0;
     if (t_recorder)
-      t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16}, batch);
+      t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16, f16}, batch);
     if (bf16)
       return gpu::gemm_bf16_batched(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
                                     ldc, stride_c, batch);
+    if (f16)
+      return gpu::gemm_f16_batched(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                                   ldc, stride_c, batch);
     gpu::sgemm_batched(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
                        stride_c, batch);
     return;

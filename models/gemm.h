@@ -43,8 +43,11 @@ void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k
 //             to bf16 in fp32 buffers, then sgemm_with(gemm_engine()): the same numbers up
 //             to the order of the fp32 sums, at fp32 speed or less.
 // gemm_bf16 always works (native or emulated) and records nothing.
-enum class GemmPrecision { f32, bf16 };
-const char* gemm_precision_name(GemmPrecision p);  // "fp32" / "bf16"
+// f16 (--precision fp16 on CUDA): fp16 operands, fp32 accumulation on tensor cores
+// (gpu::gemm_f16). The CPU has no fp16 product here: sgemm() runs fp32 under f16 (the
+// fp16 emulation rounds activations and weights, models/f16_round.h, not products).
+enum class GemmPrecision { f32, bf16, f16 };
+const char* gemm_precision_name(GemmPrecision p);  // "fp32" / "bf16" / "fp16"
 void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                const float* b, int ldb, float beta, float* c, int ldc);
 // `batch` such products at element strides (member i: a + i*stride_a, b + i*stride_b,
@@ -83,7 +86,7 @@ std::string gemm_bf16_impl(bool trans_a, bool trans_b, int m, int n, int k, int 
 // working weights, fp32 arithmetic). Module sets it around forward and backward
 // (Module::set_gemm_precision), so Linear, attention, the convolutions' im2col products
 // and the tied LM head all follow it. CUDA products (sgemm_on with cuda) follow it too:
-// bf16 runs gpu::gemm_bf16 (cuBLASLt, tensor cores) on every GPU.
+// bf16 runs gpu::gemm_bf16 and f16 gpu::gemm_f16 (cuBLASLt, tensor cores) on every GPU.
 GemmPrecision gemm_precision();
 class GemmPrecisionScope {
  public:
@@ -107,7 +110,8 @@ struct GemmShape {
   int lda = 0, ldb = 0, ldc = 0;
   bool accumulate = false;  // beta != 0
   bool bf16 = false;        // bf16 operands (GemmPrecision::bf16 on a native CPU, or on CUDA)
-  auto key() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate, bf16); }
+  bool f16 = false;         // fp16 operands (GemmPrecision::f16 on CUDA)
+  auto key() const { return std::tie(trans_a, trans_b, m, n, k, lda, ldb, ldc, accumulate, bf16, f16); }
   bool operator<(const GemmShape& o) const { return key() < o.key(); }
   double flops() const { return 2.0 * m * n * k; }
 };

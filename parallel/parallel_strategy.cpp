@@ -1,9 +1,11 @@
 #include "parallel/parallel_strategy.h"
 
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
 #include "parallel/optimizer_shards.h"
+#include "parallel/precision/loss_scaler.h"
 
 namespace dpt {
 
@@ -41,6 +43,15 @@ void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std:
 void ParallelStrategy::broadcast_buffers() {
   auto b = model_.flat_buffers();
   if (!b.empty()) comm_->broadcast(Buffer{b.data(), b.size(), DType::f32, {}}, 0);
+}
+
+bool ParallelStrategy::unscale_owned_grads(float inv_scale) {
+  return unscale_and_find_nonfinite(owned_grads(), inv_scale);
+}
+
+void ParallelStrategy::poison_owned_grad() {
+  const std::span<float> g = owned_grads();
+  if (!g.empty()) g[0] = std::numeric_limits<float>::infinity();
 }
 
 void ParallelStrategy::load_optimizer_state(const std::string& model_path) {

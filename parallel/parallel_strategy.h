@@ -104,6 +104,11 @@ class ParallelStrategy {
   // After end_backward: the synchronized gradients this rank's optimizer steps (the
   // whole buffer in DDP, this rank's shard in ZeRO).
   virtual std::span<float> owned_grads() = 0;
+  // fp16's unscale (loss_scaler.h) over the owned gradients, where they live: *= inv_scale,
+  // true when one is inf or NaN afterwards. Device-resident DDP runs it on the GPU.
+  virtual bool unscale_owned_grads(float inv_scale);
+  // --debug-inject-inf: the first owned gradient becomes inf, where it lives.
+  virtual void poison_owned_grad();
   // Waits for communication still in flight after a step (end of training, checkpoints).
   virtual void settle() {}
 

@@ -107,14 +107,24 @@ for step in "${steps[@]}"; do
       echo "== edge final lines and errors"
       grep -H -E "^final:|error|train:" "$log_dir"/edge_*.log | sed 's|.*/edge_||' | cut -c1-300 ;;
     resnet)
-      # ResNet-18 (cifar stem) at batch 256 on Fashion-MNIST zero-padded to 32x32, fp32,
-      # one rank: the GPU (cuDNN, device-resident SGD) and the CPU, the final lines' rates.
+      # ResNet-18 (cifar stem) at batch 256 on Fashion-MNIST zero-padded to 32x32, one
+      # rank: the GPU (cuDNN, device-resident SGD) in fp32 and in fp16 (fp16 convolutions
+      # on tensor cores, the loss scaler on the device), and the CPU in fp32; the final
+      # lines' rates, and one summary line each (resnet18 samples_per_s=...).
       rn=(--model resnet18 --resnet-stem cifar --image-size 32 --batch-size 256 --log-every 10 --max-eval-samples 512
           --momentum 0.9)
-      run_logged resnet_cuda "${mpi[@]}" -np 1 build/bin/train "${rn[@]}" --steps "${RESNET_STEPS:-30}" --backend nccl \
-        --device cuda --optimizer-device cuda
+      for prec in fp32 fp16; do
+        run_logged "resnet_cuda_$prec" "${mpi[@]}" -np 1 build/bin/train "${rn[@]}" --steps "${RESNET_STEPS:-30}" \
+          --backend nccl --device cuda --optimizer-device cuda --precision "$prec" --metrics-out "$log_dir/resnet_$prec.jsonl"
+      done
       run_logged resnet_cpu "${mpi[@]}" -np 1 build/bin/train "${rn[@]}" --steps 3 --backend tcp --device cpu
-      grep -H "^final:" "$log_dir"/resnet_*.log | sed 's|.*/resnet_||' | cut -c1-200 ;;
+      grep -H "^final:" "$log_dir"/resnet_*.log | sed 's|.*/resnet_||' | cut -c1-200
+      card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr ' ' '_')
+      for f in "$log_dir"/resnet_cuda_fp32.log "$log_dir"/resnet_cuda_fp16.log "$log_dir"/resnet_cpu.log; do
+        rate=$(grep -o "samples/s [0-9.]*\|samples_per_s=[0-9.]*" "$f" | tail -1 | grep -o "[0-9.]*$")
+        line="ours resnet18 samples_per_s=${rate:-none} card=${card:-unknown} B=256 image=32x32 run=$(basename "$f" .log)"
+        note "$line"; echo "$line"
+      done ;;
     llmc)
       # The llm.c anchor (docs/gpu.md): llm.c's train_gpt2cu (tools/llmc_build.sh) on the
       # fortunes as llm.c token files (build/bin/llmc_data), both carried in build/llmc by
@@ -146,21 +156,28 @@ for step in "${steps[@]}"; do
       # (--optimizer-device cuda: AdamW on the GPU, nothing over PCIe in a step), bf16
       # products on tensor cores (cuBLASLt) as llm.c's, and fp32 for reference. Summary
       # lines: tools/gpt2_gpu_summary.sh (tokens/s without the first step, MFU, peak memory).
-      # No dropout, as llm.c has none (our gpt2 defaults to Hugging Face's 0.1).
-      for prec in bf16 fp32; do
-        sample_memory "$log_dir/ours_${prec}_smi.txt"
-        run_logged "ours_gpt2_124m_$prec" "${mpi[@]}" -np 1 build/bin/train --model gpt2 --gpt2-size 124M \
+      # No dropout, as llm.c has none (our gpt2 defaults to Hugging Face's 0.1). Attention
+      # runs fused (at bf16 on tensor cores, at fp32 on the CUDA cores; memory O(T));
+      # bf16_materialized is the same bf16 run with the T x T scores through cuBLASLt
+      # (DPT_CUDA_ATTENTION=materialized), to compare the two.
+      for variant in bf16 fp32 bf16_materialized; do
+        prec=${variant%%_*}
+        attention=fused; [[ $variant == *_materialized ]] && attention=materialized
+        sample_memory "$log_dir/ours_${variant}_smi.txt"
+        DPT_CUDA_ATTENTION=$attention run_logged "ours_gpt2_124m_$variant" "${mpi[@]}" -x DPT_CUDA_ATTENTION -np 1 \
+          build/bin/train --model gpt2 --gpt2-size 124M \
           --batch-size 16 --seq-len 1024 --steps "${OURS_STEPS:-10}" --log-every 1 --max-eval-samples 16 \
           --backend nccl --device cuda --optimizer-device cuda --optimizer adamw --lr 3e-4 --precision "$prec" \
-          --dropout 0 --metrics-out "$log_dir/ours_$prec.jsonl"
+          --dropout 0 --metrics-out "$log_dir/ours_$variant.jsonl"
         stop_sampling
-        if bash tools/gpt2_gpu_summary.sh "$log_dir/ours_$prec.jsonl" "$log_dir/ours_gpt2_124m_$prec.log" 16 1024 "$prec" 1 \
-             "$log_dir/ours_${prec}_smi.txt" >"$log_dir/ours_${prec}_summary.txt" 2>&1; then
-          note "$(cat "$log_dir/ours_${prec}_summary.txt")"
+        if bash tools/gpt2_gpu_summary.sh "$log_dir/ours_$variant.jsonl" "$log_dir/ours_gpt2_124m_$variant.log" 16 1024 \
+             "$prec" 1 "$log_dir/ours_${variant}_smi.txt" | sed "s/\$/ attention=$attention/" \
+             >"$log_dir/ours_${variant}_summary.txt" 2>&1 && grep -q "^ours tokens_per_s=" "$log_dir/ours_${variant}_summary.txt"; then
+          note "$(cat "$log_dir/ours_${variant}_summary.txt")"
         else
-          note "ours $prec summary failed: $(cat "$log_dir/ours_${prec}_summary.txt")"
+          note "ours $variant summary failed: $(cat "$log_dir/ours_${variant}_summary.txt")"
         fi
-        cat "$log_dir/ours_${prec}_summary.txt"
+        cat "$log_dir/ours_${variant}_summary.txt"
       done ;;
     curves)
       # bf16 against fp32 over 100 steps of GPT-2 124M, the same init and data (B=8, T=512

@@ -51,8 +51,10 @@ MemoryNeed memory_need(const DistTrainConfig& c, const Module* built) {
   if (c.model == "gpt2") {
     n.params = double(gpt2_param_count(c.model_config));
     n.largest_layer = double(gpt2_largest_layer_params(c.model_config));
-    // An evaluation forward larger than the training batch holds (part of) its own.
-    n.activation_bytes = gpt2_activation_bytes(c.model_config, int64_t(std::max(c.batch_size, c.eval_batch_size)));
+    // An evaluation forward larger than the training batch holds (part of) its own. With
+    // --device cuda the activations are device tensors: none of them is host memory.
+    if (c.device != "cuda")
+      n.activation_bytes = gpt2_activation_bytes(c.model_config, int64_t(std::max(c.batch_size, c.eval_batch_size)));
   } else {
     n.params = double(built->num_params());
     for (const ParamInfo& p : built->param_infos()) n.largest_layer = std::max(n.largest_layer, double(p.numel));
@@ -116,6 +118,14 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
     // fp32 masters.
     model_->set_compute_precision(ComputePrecision::kF16);
     scaler_ = std::make_unique<LossScaler>(config_.loss_scaler);
+    // On CUDA the matrix products take fp16 operands on tensor cores (fp32 accumulation),
+    // as autocast runs them; the CPU has no fp16 product and keeps fp32 on the rounded values.
+    if (config_.device == "cuda") {
+      model_->set_gemm_precision(GemmPrecision::f16);
+      if (comm.rank() == 0)
+        std::fprintf(stderr, "--precision fp16: fp16 GEMM: cuBLASLt on tensor cores (fp16 operands, fp32 "
+                             "accumulation)\n");
+    }
   }
   if (config_.parallel.precision == DType::bf16) {
     // bf16 working weights (the strategy; device-resident DDP keeps fp32 device masters
@@ -287,10 +297,11 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
     t.zero_grads += double(std::count(g.begin(), g.end(), 0.0f));
     t.grads_seen += double(g.size());
   }
-  if (comm_->rank() == config_.inject_inf_rank && step_ + 1 == config_.inject_inf_step && !strategy_->owned_grads().empty())
-    strategy_->owned_grads()[0] = std::numeric_limits<float>::infinity();  // test hook
-  // fp16: unscale, and every rank agrees whether any gradient overflowed (GradScaler).
-  const bool skip = scaler_ && scaler_->unscale_and_check(strategy_->owned_grads(), *comm_);
+  if (comm_->rank() == config_.inject_inf_rank && step_ + 1 == config_.inject_inf_step)
+    strategy_->poison_owned_grad();  // test hook
+  // fp16: unscale (where the gradients live), and every rank agrees whether any gradient
+  // overflowed (GradScaler).
+  const bool skip = scaler_ && scaler_->agree_on_skip(strategy_->unscale_owned_grads(scaler_->inverse_scale()), *comm_);
   if (!skip && config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
   phase("update");
   if (skip) strategy_->skip_step();

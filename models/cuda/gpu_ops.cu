@@ -218,15 +218,26 @@ __global__ void embedding_fwd_k(const int32_t* tokens, const float* table, const
   y[i] = v;
 }
 
-// Several tokens may share a row of the table: atomic adds (their order, and so the
-// last bits of a repeated token's gradient, is not fixed).
-__global__ void embedding_bwd_k(const int32_t* tokens, const float* dy, float* dtable, float* dpos, int count,
-                                int t, int d) {
+// Table rows: block x = one distinct id, threads = channels; the id's positions (order
+// from `start` to `end`) are added in increasing position order, as the host loop adds.
+__global__ void embedding_bwd_table_k(const int32_t* order, const int32_t* starts, const int32_t* ids,
+                                      const float* dy, float* dtable, int d) {
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= d) return;
+  const int g = blockIdx.x;
+  float* out = dtable + size_t(ids[g]) * d + c;
+  float acc = *out;
+  for (int p = starts[g]; p < starts[g + 1]; ++p) acc += dy[size_t(order[p]) * d + c];
+  *out = acc;
+}
+
+// Position rows: one thread per (position, channel), the samples in order.
+__global__ void embedding_bwd_pos_k(const float* dy, float* dpos, int samples, int t, int d) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  if (i >= size_t(count) * d) return;
-  const int tok = int(i / d), c = int(i % d);
-  atomicAdd(&dtable[size_t(tokens[tok]) * d + c], dy[i]);
-  if (dpos) atomicAdd(&dpos[size_t(tok % t) * d + c], dy[i]);
+  if (i >= size_t(t) * d) return;
+  float acc = dpos[i];
+  for (int s = 0; s < samples; ++s) acc += dy[size_t(s) * t * d + i];
+  dpos[i] = acc;
 }
 
 __global__ void softmax_xent_k(const float* z, const int32_t* labels, float* g, float* row_loss, int rows, int c,
@@ -378,12 +389,19 @@ void embedding_forward(const int32_t* tokens, const float* table, const float* p
   check_launch("embedding_forward");
 }
 
-void embedding_backward(const int32_t* tokens, const float* dy, float* dtable, float* dpos, int count, int t,
-                        int d) {
-  const size_t n = size_t(count) * d;
-  if (!n) return;
-  embedding_bwd_k<<<blocks_for(n), kThreads>>>(tokens, dy, dtable, dpos, count, t, d);
-  check_launch("embedding_backward");
+void embedding_backward(const int32_t* groups, int distinct, const float* dy, float* dtable, float* dpos, int count,
+                        int t, int d) {
+  if (!count || !d) return;
+  const int32_t* order = groups;  // TokenGroups::words(): order, starts, ids
+  const int32_t* starts = groups + count;
+  const int32_t* ids = starts + distinct + 1;
+  const dim3 grid(unsigned(distinct), unsigned((d + kThreads - 1) / kThreads));
+  embedding_bwd_table_k<<<grid, kThreads>>>(order, starts, ids, dy, dtable, d);
+  check_launch("embedding_backward (table)");
+  if (dpos) {
+    embedding_bwd_pos_k<<<blocks_for(size_t(t) * d), kThreads>>>(dy, dpos, count / t, t, d);
+    check_launch("embedding_backward (positions)");
+  }
 }
 
 void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad, float* row_loss, int rows,

@@ -30,13 +30,19 @@ void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const f
 void sgemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                    int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c,
                    int ldc, int64_t stride_c, int batch);
-// The same products with A and B rounded to bf16 and fp32 accumulation, on tensor cores
-// (cuBLASLt, gpu_gemm_bf16.cu): --precision bf16 on CUDA, as autocast runs a matmul.
+// The same products with A and B rounded to bf16 (or fp16) and fp32 accumulation, on
+// tensor cores (cuBLASLt, gpu_gemm_half.cu): --precision bf16 (fp16) on CUDA, as autocast
+// runs a matmul.
 void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                const float* b, int ldb, float beta, float* c, int ldc);
 void gemm_bf16_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                        int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
                        int64_t stride_c, int batch);
+void gemm_f16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+              const float* b, int ldb, float beta, float* c, int ldc);
+void gemm_f16_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                      int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
+                      int64_t stride_c, int batch);
 
 // Linear: y[r, :] = bias; db[c] += sum_r dy[r, c].
 void fill_rows(float* y, const float* bias, int rows, int cols);
@@ -57,12 +63,29 @@ void layer_norm_backward(const float* x, const float* w, const float* mean, cons
 // the rest become 0), and its backward: dp becomes dS = P * (dP - rowsum(dP * P)).
 void causal_softmax_forward(float* p, int mats, int t);
 void causal_softmax_backward(const float* p, float* dp, int mats, int t);
-// Embedding: y[i, :] = table[tokens[i]] (+ pos[i mod t]) for n*t tokens; backward adds
-// dy rows into dtable (and dpos unless null). Token ids are checked on the host first.
+// Fused causal attention (gpu_attention.cu, flash-attention style): per (b, h), out =
+// softmax(scale Q K^T, causal) V without forming T x T. qkv [B, T, 3d] and out [B, T, d]
+// in the layer's layout (models/layers/attention.h); lse [B, H, T] keeps each row's
+// log-sum-exp for backward, which writes every element of dqkv [B, T, 3d] (delta
+// [B, H, T] is its scratch). No atomics: the same bits every run. math: f32 on the CUDA
+// cores (head widths up to 128), or bf16 / f16 operands on tensor cores with fp32
+// accumulation (widths up to 64; wider heads run f32).
+enum class AttentionMath { f32, bf16, f16 };
+bool attention_fused_supports(int head_width, AttentionMath math);
+void attention_forward(const float* qkv, float* out, float* lse, int b, int t, int heads, int head_width,
+                       float scale, AttentionMath math);
+void attention_backward(const float* qkv, const float* out, const float* dout, const float* lse, float* delta,
+                        float* dqkv, int b, int t, int heads, int head_width, float scale, AttentionMath math);
+// Embedding: y[i, :] = table[tokens[i]] (+ pos[i mod t]) for n*t tokens. Token ids are
+// checked on the host first. Backward adds dy rows into dtable (and dpos unless null)
+// without atomics: `groups` is models/token_groups.h's TokenGroups::words() on the device
+// (the positions of each distinct id, in increasing order), and each table row and
+// position row is one thread per channel adding its rows in position order, the host
+// loop's order: the same bits as the CPU for the same dy, on every run.
 void embedding_forward(const int32_t* tokens, const float* table, const float* pos, float* y, int count, int t,
                        int d);
-void embedding_backward(const int32_t* tokens, const float* dy, float* dtable, float* dpos, int count, int t,
-                        int d);
+void embedding_backward(const int32_t* groups, int distinct, const float* dy, float* dtable, float* dpos, int count,
+                        int t, int d);
 // Softmax cross entropy per row: row_loss[r] = logsumexp(z) - z[label], grad =
 // (softmax - onehot) * g_scale; a row whose label is ignore_label gets loss 0 and a zero
 // gradient. Labels are checked on the host first.
@@ -78,13 +101,18 @@ void dropout_apply(const float* x, float* y, size_t n, uint32_t threshold, float
 
 // ---- Image layers (gpu_conv.cu: cuDNN 9, opened on first use; gpu_cnn_ops.cu) ----
 // NCHW fp32; a plane is the H * W values of one (sample, channel).
+// Operand types: f32 on the CUDA cores (no TF32); bf16 and f16 round x, w and dy to that
+// type, run on tensor cores with fp32 accumulation and round the result (y, dx, dw) to it
+// before widening back to fp32, as an autocast convolution does (--precision bf16/fp16).
+enum class ConvType { f32, bf16, f16 };
 struct ConvShape {
   int n, c, h, w;   // input
   int oc, k, stride, pad;
   int oh, ow;       // output
+  ConvType type = ConvType::f32;
 };
 // y = conv(x, w) (OIHW weights, cross-correlation, no bias); dx = conv's input gradient;
-// dw += conv's weight gradient. fp32 on the CUDA cores (no TF32), deterministic algorithms.
+// dw += conv's weight gradient. Deterministic algorithms (the same bits every run).
 void conv2d_forward(const ConvShape& s, const float* x, const float* w, float* y);
 void conv2d_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx);
 void conv2d_backward_filter(const ConvShape& s, const float* x, const float* dy, float* dw);

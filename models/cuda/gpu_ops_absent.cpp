@@ -25,6 +25,13 @@ void gemm_bf16_batched(bool, bool, int, int, int, float, const float*, int, int6
                        float, float*, int, int64_t, int) {
   absent("gemm_bf16_batched");
 }
+void gemm_f16(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*, int) {
+  absent("gemm_f16");
+}
+void gemm_f16_batched(bool, bool, int, int, int, float, const float*, int, int64_t, const float*, int, int64_t,
+                      float, float*, int, int64_t, int) {
+  absent("gemm_f16_batched");
+}
 void fill_rows(float*, const float*, int, int) { absent("fill_rows"); }
 void add_column_sums(float*, const float*, int, int) { absent("add_column_sums"); }
 void add(const float*, const float*, float*, size_t) { absent("add"); }
@@ -39,12 +46,22 @@ void layer_norm_backward(const float*, const float*, const float*, const float*,
                          float*, int, int) {
   absent("layer_norm_backward");
 }
+bool attention_fused_supports(int head_width, AttentionMath math) {
+  return head_width > 0 && head_width <= (math == AttentionMath::f32 ? 128 : 64);
+}
+void attention_forward(const float*, float*, float*, int, int, int, int, float, AttentionMath) {
+  absent("attention_forward");
+}
+void attention_backward(const float*, const float*, const float*, const float*, float*, float*, int, int, int, int,
+                        float, AttentionMath) {
+  absent("attention_backward");
+}
 void causal_softmax_forward(float*, int, int) { absent("causal_softmax_forward"); }
 void causal_softmax_backward(const float*, float*, int, int) { absent("causal_softmax_backward"); }
 void embedding_forward(const int32_t*, const float*, const float*, float*, int, int, int) {
   absent("embedding_forward");
 }
-void embedding_backward(const int32_t*, const float*, float*, float*, int, int, int) {
+void embedding_backward(const int32_t*, int, const float*, float*, float*, int, int, int) {
   absent("embedding_backward");
 }
 void softmax_cross_entropy(const float*, const int32_t*, float*, float*, int, int, float, int32_t) {

@@ -3,6 +3,9 @@
 #include "models/cuda/gpu_ops.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <stdexcept>
 
@@ -35,8 +38,22 @@ void softmax_backward_row(const float* prow, float* drow, int64_t i, int64_t t) 
   for (int64_t j = 0; j <= i; ++j) drow[j] = prow[j] * (drow[j] - dot);
   for (int64_t j = i + 1; j < t; ++j) drow[j] = 0.0f;
 }
+
+CudaAttention attention_from_environment() {
+  const char* v = std::getenv("DPT_CUDA_ATTENTION");
+  if (!v || !*v || std::string(v) == "fused") return CudaAttention::fused;
+  if (std::string(v) == "materialized") return CudaAttention::materialized;
+  throw std::invalid_argument(std::string("DPT_CUDA_ATTENTION=") + v + ": expected fused or materialized");
+}
+
+std::atomic<int>& attention_choice() {
+  static std::atomic<int> choice{static_cast<int>(attention_from_environment())};
+  return choice;
+}
 }  // namespace
 
+void set_cuda_attention(CudaAttention a) { attention_choice() = static_cast<int>(a); }
+CudaAttention cuda_attention() { return static_cast<CudaAttention>(attention_choice().load()); }
 
 CausalAttentionCore::CausalAttentionCore(const std::string& name, int64_t dim, int64_t heads, float dropout,
                                          const std::string& dropout_name)
@@ -55,11 +72,22 @@ const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContex
   b_ = in.dim(0), t_ = in.dim(1);
   const int T = static_cast<int>(t_), hd = static_cast<int>(hd_), ld = static_cast<int>(3 * d_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
-  probs_.set_device(in.device());
-  probs_.resize({b_, h_, t_, t_});
   y_.set_device(in.device());
   y_.resize({b_, t_, d_});
-  if (drop_.begin(ctx)) {
+  const bool dropping = drop_.begin(ctx);
+  // The fused kernels follow the pass's precision: 16-bit operands on tensor cores where
+  // the head fits their tiles (64 columns), fp32 otherwise.
+  const GemmPrecision precision = gemm_precision();
+  math_ = precision == GemmPrecision::bf16  ? gpu::AttentionMath::bf16
+          : precision == GemmPrecision::f16 ? gpu::AttentionMath::f16
+                                            : gpu::AttentionMath::f32;
+  if (!gpu::attention_fused_supports(hd, math_)) math_ = gpu::AttentionMath::f32;
+  fused_ = in.on_cuda() && !dropping && cuda_attention() == CudaAttention::fused &&
+           gpu::attention_fused_supports(hd, math_);
+  if (fused_) return forward_fused(in, scale);
+  probs_.set_device(in.device());
+  probs_.resize({b_, h_, t_, t_});
+  if (dropping) {
     dropped_.set_device(in.device());
     dropped_.resize({b_, h_, t_, t_});
   }
@@ -94,6 +122,7 @@ const Tensor& CausalAttentionCore::backward(const Tensor& dout, GradSink&, bool 
   const int T = static_cast<int>(t_), hd = static_cast<int>(hd_), ld = static_cast<int>(3 * d_);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd_));
   dqkv_.resize_like(*qkv_);
+  if (fused_) return backward_fused(dout, scale);
   if (dout.on_cuda()) return backward_cuda(dout, scale);
   // Per sample, as forward: every head's dP and dV (strided batches over the heads),
   // then dS for all H*T rows at once on parallel_for's threads, then every head's dQ and dK.
@@ -177,6 +206,25 @@ const Tensor& CausalAttentionCore::backward_cuda(const Tensor& dout, float scale
     sgemm_batched_on(true, true, false, T, hd, T, scale, ds, T, s_p, qkv + h * hd, ld, s_qkv, 0.0f,
                      dqkv + d + h * hd, ld, s_qkv, B);
   }
+  return dqkv_;
+}
+
+// The fused kernels read q, k, v from the packed rows and write O (and dQ, dK, dV) in
+// place: only lse (and delta) [B, H, T] besides.
+const Tensor& CausalAttentionCore::forward_fused(const Tensor& in, float scale) {
+  lse_.set_device(TensorDevice::kCuda);
+  lse_.resize({b_, h_, t_});
+  gpu::attention_forward(in.data(), y_.data(), lse_.data(), static_cast<int>(b_), static_cast<int>(t_),
+                         static_cast<int>(h_), static_cast<int>(hd_), scale, math_);
+  return y_;
+}
+
+const Tensor& CausalAttentionCore::backward_fused(const Tensor& dout, float scale) {
+  delta_.set_device(TensorDevice::kCuda);
+  delta_.resize({b_, h_, t_});
+  gpu::attention_backward(qkv_->data(), y_.data(), dout.data(), lse_.data(), delta_.data(), dqkv_.data(),
+                          static_cast<int>(b_), static_cast<int>(t_), static_cast<int>(h_), static_cast<int>(hd_),
+                          scale, math_);
   return dqkv_;
 }
 

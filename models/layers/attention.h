@@ -13,12 +13,24 @@
 // The sub-layers' names and weight layout come from GptBlockSpec (models/layers/gpt_spec.h).
 #pragma once
 
+#include "models/cuda/gpu_ops.h"
 #include "models/layer.h"
 #include "models/layers/dropout.h"
 #include "models/layers/gpt_spec.h"
 #include "models/layers/linear.h"
 
 namespace dpt {
+
+// How CausalAttentionCore runs on CUDA. fused (the default): gpu::attention_forward and
+// attention_backward, flash-attention style, memory O(T) per row instead of the T x T
+// scores; at the pass's precision: bf16 / fp16 operands on tensor cores for heads up to
+// 64 wide, fp32 on the CUDA cores otherwise. materialized: the [B, H, T, T] scores and
+// probabilities through cuBLAS, products at the pass's GemmPrecision; it also runs where
+// the fused kernels do not apply (attention dropout active, heads wider than 128).
+// The environment's DPT_CUDA_ATTENTION=fused|materialized sets the process's default.
+enum class CudaAttention { fused, materialized };
+void set_cuda_attention(CudaAttention a);
+CudaAttention cuda_attention();
 
 // The parameter-free middle part: qkv [B, T, 3d] -> O [B, T, d].
 class CausalAttentionCore : public Layer {
@@ -41,8 +53,13 @@ class CausalAttentionCore : public Layer {
   Tensor y_, dqkv_;
   std::vector<float> dp_;  // scratch: dP then dS of one sample, [H, T, T]
   Tensor dp_device_;       // on the device: dP for every (b, h), [B, H, T, T]
+  bool fused_ = false;     // this forward ran the fused kernels (CUDA)
+  gpu::AttentionMath math_ = gpu::AttentionMath::f32;  // ... with this arithmetic (backward runs the same)
+  Tensor lse_, delta_;     // fused: each row's log-sum-exp, and backward's dout . O, [B, H, T]
   const Tensor& forward_cuda(const Tensor& in, float scale);
   const Tensor& backward_cuda(const Tensor& dout, float scale);
+  const Tensor& forward_fused(const Tensor& in, float scale);
+  const Tensor& backward_fused(const Tensor& dout, float scale);
 };
 
 // qkv projection, core, output projection, residual dropout: the full attention sub-layer.

@@ -210,9 +210,9 @@ std::string Conv2d::kernel() const { return use_onednn_ ? "onednn " + onednn_->i
 void Conv2d::record_pass(Pass pass) const {
   const int oc = static_cast<int>(oc_), rows = static_cast<int>(rows_), cols = static_cast<int>(n_ * p_);
   switch (pass) {  // Y = Wl col, dWl += dY col^T, dcol = Wl^T dY, over the whole batch
-    case Pass::forward: return record_gemm({false, false, oc, cols, rows, rows, cols, cols, false, bf16_});
-    case Pass::weights: return record_gemm({false, true, oc, rows, cols, cols, cols, rows, true, bf16_});
-    case Pass::data: return record_gemm({true, false, rows, cols, oc, rows, cols, cols, false, bf16_});
+    case Pass::forward: return record_gemm({false, false, oc, cols, rows, rows, cols, cols, false, bf16_, f16_});
+    case Pass::weights: return record_gemm({false, true, oc, rows, cols, cols, cols, rows, true, bf16_, f16_});
+    case Pass::data: return record_gemm({true, false, rows, cols, oc, rows, cols, cols, false, bf16_, f16_});
   }
 }
 
@@ -261,6 +261,7 @@ const Tensor& Conv2d::forward(const Tensor& in, const ForwardContext& ctx) {
   x_ = &in;
   plan(in);
   bf16_ = gemm_precision() == GemmPrecision::bf16 && bf16_gemm_native();
+  f16_ = false;  // no fp16 product on the CPU: fp32 on the fp16 emulation's rounded values
   use_onednn_ = pick_onednn(bf16_);
   if (use_onednn_) {
     y_.resize({n_, oc_, oh_, ow_});

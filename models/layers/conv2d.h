@@ -135,6 +135,7 @@ class Conv2d : public Layer {
   std::vector<uint16_t> w16_, col16_, dy16_;  // bf16 operands (bf16_ on the im2col path)
   std::unique_ptr<OnednnConv> onednn_;
   bool use_onednn_ = false, bf16_ = false;  // of the last forward
+  bool f16_ = false;  // the last forward's products took fp16 operands (cuDNN on CUDA)
   std::optional<ConvSetting> setting_;
 };
 

@@ -1,15 +1,18 @@
-// Conv2d's CUDA path (conv2d.h): cuDNN's three passes in fp32 through gpu_ops.h, the bias
-// by two small kernels. The products are recorded as the im2col GEMMs over every tap
-// (models/gemm.h's FLOP counts), as the oneDNN passes are.
+// Conv2d's CUDA path (conv2d.h): cuDNN's three passes through gpu_ops.h at the pass's
+// GemmPrecision (fp32 on the CUDA cores; bf16 or fp16 operands on tensor cores, as the
+// products of the other layers), the bias by two small kernels. The products are recorded
+// as the im2col GEMMs over every tap (models/gemm.h's FLOP counts), as the oneDNN passes are.
 #include "models/cuda/gpu_ops.h"
+#include "models/gemm.h"
 #include "models/layers/conv2d.h"
 
 namespace dpt {
 
 namespace {
 gpu::ConvShape conv_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t k, int64_t stride,
-                          int64_t pad, int64_t oh, int64_t ow) {
-  return {int(n), int(c), int(h), int(w), int(oc), int(k), int(stride), int(pad), int(oh), int(ow)};
+                          int64_t pad, int64_t oh, int64_t ow, bool bf16, bool f16) {
+  return {int(n), int(c), int(h), int(w), int(oc), int(k), int(stride), int(pad), int(oh), int(ow),
+          bf16 ? gpu::ConvType::bf16 : f16 ? gpu::ConvType::f16 : gpu::ConvType::f32};
 }
 }  // namespace
 
@@ -19,11 +22,12 @@ const Tensor& Conv2d::forward_cuda(const Tensor& in) {
   x_ = &in;
   p_ = oh_ * ow_;
   rows_ = c_ * k_ * k_;
-  bf16_ = false;  // cuDNN runs fp32 here (bf16 convolutions on the GPU are not written)
+  bf16_ = gemm_precision() == GemmPrecision::bf16;  // kept for backward, which runs the same type
+  f16_ = gemm_precision() == GemmPrecision::f16;
   use_onednn_ = false;
   y_.set_device(in.device());
   y_.resize({n_, oc_, oh_, ow_});
-  gpu::conv2d_forward(conv_shape(n_, c_, h_, w_in_, oc_, k_, stride_, pad_, oh_, ow_), in.data(),
+  gpu::conv2d_forward(conv_shape(n_, c_, h_, w_in_, oc_, k_, stride_, pad_, oh_, ow_, bf16_, f16_), in.data(),
                       store_.device_param(w_), y_.data());
   if (has_bias_) gpu::add_channel_bias(y_.data(), store_.device_param(b_), int(n_), int(oc_), int(p_));
   record_pass(Pass::forward);
@@ -32,7 +36,7 @@ const Tensor& Conv2d::forward_cuda(const Tensor& in) {
 
 const Tensor& Conv2d::backward_cuda(const Tensor& dout, GradSink& sink, bool need_input_grad) {
   const float* dy = dout.data();
-  const gpu::ConvShape s = conv_shape(n_, c_, h_, w_in_, oc_, k_, stride_, pad_, oh_, ow_);
+  const gpu::ConvShape s = conv_shape(n_, c_, h_, w_in_, oc_, k_, stride_, pad_, oh_, ow_, bf16_, f16_);
   if (has_bias_) {
     gpu::add_channel_sums(store_.device_grad(b_), dy, int(n_), int(oc_), int(p_));
     sink.ready(b_);

@@ -10,6 +10,7 @@
 
 #include "models/bf16.h"
 #include "models/layer.h"
+#include "models/token_groups.h"
 
 namespace dpt {
 
@@ -33,6 +34,8 @@ class Embedding : public Layer {
   size_t tok_ = 0, pos_ = 0;
   std::vector<int32_t> tokens_;  // copy of this step's ids, needed by backward
   DeviceFloats tokens_device_;   // the same ids on the device (as 4-byte words), for CUDA
+  TokenGroups groups_;           // CUDA: positions grouped by id, for backward without atomics
+  DeviceFloats groups_device_;   // groups_.words() on the device
   int64_t n_ = 0, t_ = 0;
   Tensor y_, none_;
 };

@@ -67,6 +67,17 @@ __global__ void scale_k(float* x, size_t n, float factor) {
     x[i] *= factor;
 }
 
+// Every thread that sees a non-finite result stores 1: the same value from any number of
+// writers, so no atomics are needed.
+__global__ void scale_find_nonfinite_k(float* x, size_t n, float factor, int* found) {
+  bool bad = false;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    x[i] *= factor;
+    bad |= !isfinite(x[i]);
+  }
+  if (bad) *found = 1;
+}
+
 }  // namespace
 
 void adam_step(float* p, const float* g, float* m, float* v, size_t n, const AdamScalars& s, bool l2,
@@ -105,6 +116,18 @@ void scale(float* x, size_t n, float factor) {
   if (!n) return;
   scale_k<<<blocks_for(n), kThreads>>>(x, n, factor);
   check(cudaGetLastError(), "scale");
+}
+
+bool scale_and_find_nonfinite(float* x, size_t n, float factor) {
+  if (!n) return false;
+  device::DeviceMemory flag(device::current(), sizeof(int));
+  const int zero = 0;
+  device::copy(flag.data(), &zero, sizeof zero);
+  scale_find_nonfinite_k<<<blocks_for(n), kThreads>>>(x, n, factor, static_cast<int*>(flag.data()));
+  check(cudaGetLastError(), "scale_and_find_nonfinite");
+  int found = 0;
+  device::copy(&found, flag.data(), sizeof found);  // synchronous: after the kernel
+  return found != 0;
 }
 
 }  // namespace dpt::gpu

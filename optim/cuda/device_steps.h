@@ -24,5 +24,9 @@ void sgd_step(float* params, const float* grads, float* momentum_buffer, size_t 
 double squared_norm(const float* x, size_t n);
 // x *= factor.
 void scale(float* x, size_t n, float factor);
+// x *= factor, and whether any result is inf or NaN: fp16's unscale (the loss scaler's
+// found-inf check, as GradScaler's unscale_), one pass. Waits for the 4-byte verdict, the
+// one host read of a device-resident step (GradScaler's step reads it too).
+bool scale_and_find_nonfinite(float* x, size_t n, float factor);
 
 }  // namespace dpt::gpu

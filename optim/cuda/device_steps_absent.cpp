@@ -15,5 +15,6 @@ void sgd_step(float*, const float*, float*, size_t, const SgdScalars&, bool, boo
 }
 double squared_norm(const float*, size_t) { device::throw_not_built("squared_norm"); }
 void scale(float*, size_t, float) { device::throw_not_built("scale"); }
+bool scale_and_find_nonfinite(float*, size_t, float) { device::throw_not_built("scale_and_find_nonfinite"); }
 
 }  // namespace dpt::gpu

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "comm/store/elastic_membership.h"
+#include "device/runtime.h"
 #include "models/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/cuda/device_steps.h"
@@ -26,12 +28,13 @@ DdpStrategy::DdpStrategy(Module& model, Communicator& comm, const StrategyConfig
     if (config.ddp.wire != DType::f32 || config.ddp.powersgd.rank != 0)
       throw std::invalid_argument("DDP: --optimizer-device cuda reduces fp32 device buckets: not with --grad-compress " +
                                   std::string(config.ddp.powersgd.rank ? "powersgd" : "bf16/fp16"));
-    if (config.precision == DType::f16)
-      throw std::invalid_argument("DDP: --optimizer-device cuda: --precision fp16 is not on the device yet (bf16 is)");
     on_device_ = true;
     optimizer_->to_device();
     model.store().set_device_resident(true);
-    return;  // bf16: the device parameters are fp32 masters, the products round (autocast)
+    // bf16 and fp16: the device parameters are fp32 masters and the gradients fp32, the
+    // products round their operands (autocast's arrangement); fp16's loss scaler unscales
+    // and checks on the device (unscale_owned_grads).
+    return;
   }
   if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
 }
@@ -58,6 +61,23 @@ void DdpStrategy::clip_grad_norm(float max_norm) {
     return;
   }
   dpt::clip_grad_norm(model_.flat_grads(), max_norm);
+}
+
+bool DdpStrategy::unscale_owned_grads(float inv_scale) {
+  if (!on_device_) return ParallelStrategy::unscale_owned_grads(inv_scale);
+  ParamStore& s = model_.store();
+  const bool found = gpu::scale_and_find_nonfinite(s.device_flat_grads(), s.total_numel(), inv_scale);
+  s.device_grads_updated();
+  return found;
+}
+
+void DdpStrategy::poison_owned_grad() {
+  if (!on_device_) return ParallelStrategy::poison_owned_grad();
+  ParamStore& s = model_.store();
+  if (s.total_numel() == 0) return;
+  const float inf = std::numeric_limits<float>::infinity();
+  device::copy(s.device_flat_grads(), &inf, sizeof inf);  // ordered after backward's kernels (stream 0)
+  s.device_grads_updated();
 }
 
 void DdpStrategy::step(float lr) {

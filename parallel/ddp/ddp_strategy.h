@@ -31,6 +31,8 @@ class DdpStrategy : public ParallelStrategy {
   void clip_grad_norm(float max_norm) override;
   void step(float lr) override;
   std::span<float> owned_grads() override { return model_.flat_grads(); }
+  bool unscale_owned_grads(float inv_scale) override;
+  void poison_owned_grad() override;
   void expose_full_parameters() override;
   void restore_working_parameters() override;
   // Also PowerSGD's state (powersgd_checkpoint.h), one file per rank.

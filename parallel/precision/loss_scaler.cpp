@@ -14,16 +14,23 @@ LossScaler::LossScaler(const LossScalerConfig& config) : config_(config) {
   state_.scale = config.init_scale;
 }
 
-bool LossScaler::unscale_and_check(std::span<float> grads, Communicator& comm) const {
-  // GradScaler: inv_scale = float(1 / double(scale)); grads *= inv_scale.
-  const float inv = static_cast<float>(1.0 / double(state_.scale));
+bool unscale_and_find_nonfinite(std::span<float> grads, float inv_scale) {
   int32_t bad = 0;
   for (float& g : grads) {
-    g *= inv;
+    g *= inv_scale;
     bad |= std::isfinite(g) ? 0 : 1;
   }
+  return bad != 0;
+}
+
+bool LossScaler::agree_on_skip(bool found_inf_here, Communicator& comm) const {
+  int32_t bad = found_inf_here ? 1 : 0;
   comm.allreduce(make_buffer(&bad, 1), ReduceOp::max);
   return bad != 0;
+}
+
+bool LossScaler::unscale_and_check(std::span<float> grads, Communicator& comm) const {
+  return agree_on_skip(unscale_and_find_nonfinite(grads, inverse_scale()), comm);
 }
 
 void LossScaler::update(bool found_inf) {

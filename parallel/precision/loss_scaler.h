@@ -36,6 +36,9 @@ struct LossScalerState {
   int64_t skipped_steps = 0;
 };
 
+// grads *= inv_scale; true when a result is inf or NaN (one rank's half of the check).
+bool unscale_and_find_nonfinite(std::span<float> grads, float inv_scale);
+
 class LossScaler {
  public:
   // std::invalid_argument naming the flag when a value is out of range.
@@ -45,8 +48,12 @@ class LossScaler {
   const LossScalerState& state() const { return state_; }
   void set_state(const LossScalerState& s) { state_ = s; }
 
-  // Collective: grads *= 1/S, then one allreduce(max) of this rank's found-inf flag.
-  // Returns true (on every rank) when the step must be skipped.
+  // GradScaler's inv_scale: float(1 / double(S)).
+  float inverse_scale() const { return static_cast<float>(1.0 / double(state_.scale)); }
+  // Collective: one allreduce(max) of this rank's found-inf flag. Returns true (on every
+  // rank) when some rank found one: the step must be skipped.
+  bool agree_on_skip(bool found_inf_here, Communicator& comm) const;
+  // Collective: grads *= 1/S on the host, then agree_on_skip.
   bool unscale_and_check(std::span<float> grads, Communicator& comm) const;
   // After the step (skipped or not): backoff or growth as GradScaler.update does.
   void update(bool found_inf);

@@ -10,7 +10,9 @@
 #            bit for bit, as the uninterrupted run, with a growth window (4) that puts the
 #            scaler mid-window at the checkpoint and a skipped step before it.
 # FP16_EXTRA: more train flags for every run (gpu.fp16.*: --device cuda, the same checks
-# with the model on the GPU).
+# with the model on the GPU; *_resident: --optimizer-device cuda too, the scaler's
+# unscale and check on the device). FP16_STAGES: the ZeRO stages skip runs (default 0 2;
+# device-resident training is DDP only).
 set -euo pipefail
 bin=$1 scenario=$2 n=${3:-2}
 source "$(dirname "$0")/../support/check_lib.sh"
@@ -26,7 +28,8 @@ launch() { local np=$1; shift; "$bin/launch" -n "$np" "$bin/train" "$@"; }
 metric() { num "$(grep "\"step\":$2," "$work/$1.jsonl" | grep -o "\"$3\":[0-9.e+-]*" | head -1 | cut -d: -f2)" "$3 at step $2 of $1"; }
 case $scenario in
   skip)
-    for z in 0 2; do
+    read -r -a stages <<< "${FP16_STAGES:-0 2}"
+    for z in "${stages[@]}"; do
       run ref$z launch "$n" "${fcommon[@]}" --zero $z --steps 4 --debug-state-dump "$work/ref$z.dump"
       run inf$z launch "$n" "${fcommon[@]}" --zero $z --steps 5 --debug-state-dump "$work/inf$z.dump" --debug-inject-inf 1:5
       for ((r = 0; r < n; r++)); do

@@ -34,7 +34,10 @@ expect 2 "--optimizer-device 'gpu': valid are cpu, cuda" -- --optimizer-device g
 expect 2 "--optimizer-device cuda: needs --device cuda" -- --optimizer-device cuda
 expect 2 "--optimizer-device cuda: DDP only \(ZeRO keeps its shards on the host\), not --zero 2" -- --device cuda --optimizer-device cuda --zero 2
 expect 2 "--optimizer-device cuda: reduces fp32 device buckets, not --grad-compress bf16" -- --device cuda --optimizer-device cuda --grad-compress bf16
-expect 2 "--optimizer-device cuda: --precision fp16 is not on the device yet" -- --device cuda --optimizer-device cuda --precision fp16
+# Device-resident mixed precision keeps fp32 device buckets: an explicit 16-bit wire is
+# refused, the one --precision implies elsewhere is not (below: such a run passes every
+# flag check and stops only at a later one, the checkpoint directory's).
+expect 2 "--optimizer-device cuda: reduces fp32 device buckets, not --grad-compress fp16" -- --device cuda --optimizer-device cuda --precision fp16 --grad-compress fp16
 expect 2 "--augment: unknown augmentation 'flip' \(valid: none, crop-flip\)" -- --augment flip
 expect 2 "--image-size must be >= 0, got -2" -- --image-size -2
 expect 2 "give --data-file or --data-dir, not both" -- --data-file a.txt --data-dir b.txt
@@ -46,6 +49,9 @@ if [[ $(id -u) != 0 ]]; then  # root writes anywhere: the check below covers it 
   expect 2 "--checkpoint-dir '$work/ro' is not writable" -- --checkpoint-dir "$work/ro"
 fi
 expect 2 "--checkpoint-dir '$work/a_file' exists and is not a directory" -- --checkpoint-dir "$work/a_file"
+for p in bf16 fp16; do
+  expect 2 "--checkpoint-dir '$work/a_file' exists and is not a directory" -- --device cuda --optimizer-device cuda --precision $p --checkpoint-dir "$work/a_file"
+done
 # A checkpoint without its 'epoch' metadata: the resume names the file and the key.
 "$bin/train" --model toy --steps 2 --save-every 2 --checkpoint-dir "$work/ck" --log-every 1 > "$work/ck.log" 2>&1 ||
   { cat "$work/ck.log"; echo "FAIL: could not write a checkpoint"; exit 1; }

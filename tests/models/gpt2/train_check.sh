@@ -117,6 +117,10 @@ print(repr([json.loads(l)["eval_loss"] for l in open(sys.argv[1]) if "eval_loss"
     DPT_MEM_AVAILABLE_BYTES=45000000000 refuse ddp "DDP at 4 ranks needs 58637082624 bytes (54.61 GiB) per host" "${large[@]}"
     grep -qF "but 45000000000 bytes (41.91 GiB) are available (DPT_MEM_AVAILABLE_BYTES), of which 95% (42750000000 bytes (39.81 GiB)) may be planned. The lowest ZeRO stage that fits is --zero 1." \
       "$work/ddp.log" || { echo "FAIL: the refusal does not name the bytes available and --zero 1"; exit 1; }
+    # With --device cuda the activations are device memory: the host needs 4 x 16 P only
+    # (refused before any device is touched, so this runs on any machine).
+    DPT_MEM_AVAILABLE_BYTES=45000000000 refuse ddp_cuda "DDP at 4 ranks needs 49537925120 bytes (46.14 GiB) per host" \
+      "${large[@]}" --device cuda
     DPT_MEM_AVAILABLE_BYTES=40000000000 refuse zero1 "ZeRO-1 at 4 ranks needs 40060360704 bytes" "${large[@]}" --zero 1
     grep -qF "The lowest ZeRO stage that fits is --zero 2." "$work/zero1.log" || { echo "FAIL: zero1 does not name --zero 2"; exit 1; }
     # This host's 24 GB: ZeRO-3 at 4 ranks fits batch 2 (20.08 GB, docs/gpt2.md), not 4.
