@@ -48,11 +48,15 @@ const Tensor& Embedding::forward(const Tensor&, const ForwardContext& ctx) {
     // The ids travel as 4-byte words in a float array (same size, never read as floats).
     tokens_device_.reserve(tokens_.size());
     device::copy(tokens_device_.data(), tokens_.data(), tokens_.size() * sizeof(int32_t));
-    // Backward's grouping, sent with the ids (one more copy per forward, a few tens of
-    // microseconds of host work for GPT-2's vocabulary).
-    groups_.build(tokens_, vocab_);
-    groups_device_.reserve(groups_.words().size());
-    device::copy(groups_device_.data(), groups_.words().data(), groups_.words().size() * sizeof(int32_t));
+    // Backward's grouping, sent with the ids: in training only (an evaluation or a
+    // generated token has no backward), a few tens of microseconds of host work for
+    // GPT-2's vocabulary and one more copy.
+    if (ctx.training) {
+      groups_.build(tokens_, vocab_);
+      groups_device_.reserve(groups_.words().size());
+      device::copy(groups_device_.data(), groups_.words().data(), groups_.words().size() * sizeof(int32_t));
+    }
+    grouped_ = ctx.training;
     gpu::embedding_forward(reinterpret_cast<const int32_t*>(tokens_device_.data()), store_.device_param(tok_),
                            max_pos_ > 0 ? store_.device_param(pos_) : nullptr, y_.data(),
                            static_cast<int>(n_ * t_), static_cast<int>(t_), static_cast<int>(d_));
@@ -77,6 +81,7 @@ const Tensor& Embedding::forward(const Tensor&, const ForwardContext& ctx) {
 const Tensor& Embedding::backward(const Tensor& dout, GradSink& sink, bool) {
   // Announce in reverse registration order: position table, then token table.
   if (dout.on_cuda()) {
+    if (!grouped_) throw std::logic_error(name() + ": backward on CUDA after a forward that was not in training");
     gpu::embedding_backward(reinterpret_cast<const int32_t*>(groups_device_.data()), groups_.distinct(), dout.data(),
                             store_.device_grad(tok_), max_pos_ > 0 ? store_.device_grad(pos_) : nullptr,
                             static_cast<int>(n_ * t_), static_cast<int>(t_), static_cast<int>(d_));

@@ -36,6 +36,7 @@ class Embedding : public Layer {
   DeviceFloats tokens_device_;   // the same ids on the device (as 4-byte words), for CUDA
   TokenGroups groups_;           // CUDA: positions grouped by id, for backward without atomics
   DeviceFloats groups_device_;   // groups_.words() on the device
+  bool grouped_ = false;         // the last CUDA forward was in training: groups_ is its batch's
   int64_t n_ = 0, t_ = 0;
   Tensor y_, none_;
 };
