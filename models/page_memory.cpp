@@ -28,6 +28,13 @@ void release_slice(float* begin, float* end) {
   }
 }
 
+void keep_small_pages(float* begin, float* end) {
+  const uintptr_t ps = page_size();
+  const uintptr_t b = reinterpret_cast<uintptr_t>(begin), e = reinterpret_cast<uintptr_t>(end);
+  const uintptr_t lo = (b + ps - 1) / ps * ps, hi = e / ps * ps;
+  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_NOHUGEPAGE);
+}
+
 size_t resident_bytes(const void* data, size_t bytes) {
   if (bytes == 0) return 0;
   const uintptr_t ps = page_size();

@@ -16,6 +16,12 @@
 namespace dpt {
 
 void release_slice(float* begin, float* end);
+// For a slice that stays released for good (a sharded build's unowned parameters): its
+// whole pages are excluded from transparent huge pages (madvise MADV_NOHUGEPAGE), so
+// khugepaged never collapses a 2 MiB range around the few pages still written there
+// (a released slice's zeroed edges) into a huge page, which would make up to 511
+// released pages resident again. Advice only: failure changes nothing else.
+void keep_small_pages(float* begin, float* end);
 size_t resident_bytes(const void* data, size_t bytes);
 
 }  // namespace dpt

@@ -74,6 +74,10 @@ void ParamStore::finalize() {
     keep_begin_ = std::min(total_, size_t(shard_rank_) * s);
     keep_end_ = std::min(total_, keep_begin_ + s);
     crcs_.assign(infos_.size(), 0);
+    // The unowned ranges are released parameter by parameter (seal) and never used again.
+    float* base = params_.data();
+    keep_small_pages(base, base + keep_begin_);
+    keep_small_pages(base + keep_end_, base + total_);
   }
   finalized_ = true;
 }
