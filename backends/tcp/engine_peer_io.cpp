@@ -123,6 +123,10 @@ bool ProgressEngine::Impl::flush(Peer& p) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       int err = errno;
+      // A peer that failed first sent an abort frame naming the cause (often another
+      // rank) before its close reset this send: read what it left before blaming it.
+      if (!failed && !shutting_down && !p.closing && !p.paused) read_peer(p);
+      if (failed || !p.sock.valid()) return false;
       on_connection_lost(p, fmt::format("connection to peer rank {} lost while sending ({}): did it exit or crash?",
                                         p.rank, net::errno_string(err)));
       return false;
