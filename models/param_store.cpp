@@ -171,6 +171,26 @@ void ParamStore::attach_device() {
   device_grads_.reserve(grads_.size());
   device::zero_on_kernel_stream(device_params_.data(), params_.size() * sizeof(float));
   device::zero_on_kernel_stream(device_grads_.data(), grads_.size() * sizeof(float));
+  if (!buffers_.empty()) {
+    device_buffers_.reserve(buffers_.size());
+    device_buffers_stale_ = true;  // the host values go up at the first device_buffer()
+  }
+}
+
+float* ParamStore::device_buffer(size_t index) {
+  if (!on_device()) throw std::logic_error("ParamStore::device_buffer: the store has no device mirror");
+  if (device_buffers_stale_) {
+    device::copy(device_buffers_.data(), buffers_.data(), buffers_.size() * sizeof(float));
+    uploaded_ += buffers_.size() * sizeof(float);
+    device_buffers_stale_ = false;
+  }
+  return device_buffers_.data() + buffer_infos_[index].offset;
+}
+
+void ParamStore::download_buffers() const {
+  device::copy(buffers_.data(), device_buffers_.data(), buffers_.size() * sizeof(float));
+  resident_downloaded_ += buffers_.size() * sizeof(float);
+  host_buffers_stale_ = false;
 }
 
 void ParamStore::upload_params(size_t begin, size_t end) {

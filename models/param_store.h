@@ -57,6 +57,13 @@
 // (sync_device_params); a gradient view downloads every gradient if the device ones
 // changed since (device_grads_updated), and is for reading: host writes to gradients do
 // not reach the device.
+//
+// Buffers on the device: with a device mirror, the buffers have one too, and whichever
+// copy was written last is current. BatchNorm's CUDA path reads and updates the device
+// copy (device_buffer, device_buffers_updated) in every training forward; a host view
+// (buffer, flat_buffers: DDP's broadcast, checkpoints, the CPU path) downloads them first
+// if the device copy is newer, and a view that may write has them re-uploaded before the
+// next device_buffer. So a step's BatchNorm layers move nothing between host and device.
 #pragma once
 
 #include <cstddef>
@@ -111,10 +118,22 @@ class ParamStore {
   // Hash of every parameter's CRC at its last seal, in index order (0 when unsharded).
   uint64_t fingerprint() const;
 
-  float* buffer(size_t index) { return buffers_.data() + buffer_infos_[index].offset; }
-  const float* buffer(size_t index) const { return buffers_.data() + buffer_infos_[index].offset; }
-  std::span<float> flat_buffers() { return buffers_; }
-  std::span<const float> flat_buffers() const { return buffers_; }
+  float* buffer(size_t index) {
+    host_buffers_for_write();
+    return buffers_.data() + buffer_infos_[index].offset;
+  }
+  const float* buffer(size_t index) const {
+    host_buffers_for_read();
+    return buffers_.data() + buffer_infos_[index].offset;
+  }
+  std::span<float> flat_buffers() {
+    host_buffers_for_write();
+    return buffers_;
+  }
+  std::span<const float> flat_buffers() const {
+    host_buffers_for_read();
+    return buffers_;
+  }
   const std::vector<BufferInfo>& buffer_infos() const { return buffer_infos_; }
   // Index of the buffer called `name`, or buffer_infos().size() when there is none.
   size_t find_buffer(const std::string& name) const;
@@ -199,6 +218,10 @@ class ParamStore {
   float* grad_on(bool cuda, size_t index) { return cuda ? device_grad(index) : grad(index); }
   float* device_flat_grads() { return device_grads_.data(); }
   float* device_flat_params() { return device_params_.data(); }
+  // The device copy of buffer `index` (uploading every buffer first if a host view that
+  // may write was handed out since); after a kernel wrote it, device_buffers_updated().
+  float* device_buffer(size_t index);
+  void device_buffers_updated() { host_buffers_stale_ = on_device(); }
 
   // Device-resident mode (above). On: every parameter goes up now and per-layer uploads
   // stop (Module); off: the host copies are brought up to date and become authoritative
@@ -221,7 +244,9 @@ class ParamStore {
   uint64_t uploaded_bytes() const { return uploaded_; }
   uint64_t downloaded_bytes() const { return downloaded_ + resident_downloaded_; }
   void zero_device_grads();
-  size_t device_bytes() const { return device_params_.capacity_bytes() + device_grads_.capacity_bytes(); }
+  size_t device_bytes() const {
+    return device_params_.capacity_bytes() + device_grads_.capacity_bytes() + device_buffers_.capacity_bytes();
+  }
 
  private:
   // Throws unless `name` is new and the store still takes registrations.
@@ -236,15 +261,23 @@ class ParamStore {
   void host_grads_for_read() const {
     if (host_grads_stale_) download_all_grads();
   }
+  void host_buffers_for_read() const {
+    if (host_buffers_stale_) download_buffers();
+  }
+  void host_buffers_for_write() {
+    host_buffers_for_read();
+    device_buffers_stale_ = on_device();
+  }
   void download_params() const;
   void download_all_grads() const;
+  void download_buffers() const;
   void settle_bulk() const {
     if (pending_count_ > 0 && !in_backward_) settle_grads();
   }
 
   std::vector<ParamInfo> infos_;
   std::vector<BufferInfo> buffer_infos_;
-  std::vector<float> buffers_;
+  mutable std::vector<float> buffers_;  // mutable: a const view refreshes it (as params_)
   size_t buffer_total_ = 0;
   // Mutable: a const view of a device-resident store refreshes them from the device (what
   // a reader sees is the current value either way).
@@ -253,7 +286,9 @@ class ParamStore {
   int shard_rank_ = 0, shard_world_ = 0;  // sharded build; world 0: unsharded
   size_t keep_begin_ = 0, keep_end_ = 0;
   std::vector<uint32_t> crcs_;            // sharded: each parameter's CRC at its seal
-  DeviceFloats device_params_, device_grads_;
+  DeviceFloats device_params_, device_grads_, device_buffers_;
+  mutable bool host_buffers_stale_ = false;  // the device buffers were written last
+  bool device_buffers_stale_ = false;        // a writable host view was handed out since
   size_t total_ = 0;
   bool finalized_ = false;
   uint64_t uploaded_ = 0, downloaded_ = 0;

@@ -82,7 +82,8 @@ class ParallelStrategy {
   virtual void broadcast_parameters() = 0;
   // Collective: every rank takes rank 0's buffers (BatchNorm running statistics; PyTorch
   // DDP's broadcast_buffers). Every stage keeps buffers whole on every rank, so this is
-  // one broadcast of Module::flat_buffers() for all of them; nothing when there are none.
+  // one broadcast of Module::flat_buffers() for all of them; nothing when there are none
+  // or the world is one rank.
   void broadcast_buffers();
   // The backend switch: only between steps; the new communicator has the same ranks.
   virtual void set_communicator(Communicator& comm) = 0;

@@ -12,6 +12,7 @@
 //              fixed order, instead of scattering with atomics.
 #include <cuda_runtime.h>
 
+#include "models/cuda/batch_norm_stat_kernels.cuh"
 #include "models/cuda/block_sum.cuh"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/gpu_ops.h"
@@ -248,6 +249,30 @@ void batch_norm_backward_input(const float* x, const float* y, const float* dy, 
   batch_norm_backward_input_k<<<blocks_for(total), kThreads>>>(x, y, dy, mean, invstd, w, mean_g, mean_gxhat, dx, c,
                                                                plane, total, relu);
   check_launch("batch_norm_backward_input");
+}
+
+void batch_norm_statistics(const double* sums, int c, double count, float eps, float momentum, float* mean,
+                           float* invstd, float* running_mean, float* running_var, float* num_batches) {
+  if (!c) return;
+  batch_norm_kernels::batch_norm_statistics_k<<<blocks_for(size_t(c)), kThreads>>>(
+      sums, c, count, eps, momentum, mean, invstd, running_mean, running_var, num_batches);
+  check_launch("batch_norm_statistics");
+}
+
+void batch_norm_eval_statistics(const float* running_mean, const float* running_var, int c, float eps, float* mean,
+                                float* invstd) {
+  if (!c) return;
+  batch_norm_kernels::batch_norm_eval_statistics_k<<<blocks_for(size_t(c)), kThreads>>>(running_mean, running_var, c,
+                                                                                        eps, mean, invstd);
+  check_launch("batch_norm_eval_statistics");
+}
+
+void batch_norm_grad_finalize(const double* sums, const float* invstd, int c, double count, float* grad_w,
+                              float* grad_b, float* mean_g, float* mean_gxhat) {
+  if (!c) return;
+  batch_norm_kernels::batch_norm_grad_finalize_k<<<blocks_for(size_t(c)), kThreads>>>(sums, invstd, c, count, grad_w,
+                                                                                      grad_b, mean_g, mean_gxhat);
+  check_launch("batch_norm_grad_finalize");
 }
 
 void max_pool_forward(const float* x, float* y, int32_t* argmax, int planes, int h, int w, int oh, int ow, int k,

@@ -133,6 +133,17 @@ void batch_norm_grad_sums(const float* x, const float* y, const float* dy, const
 void batch_norm_backward_input(const float* x, const float* y, const float* dy, const float* mean,
                                const float* invstd, const float* w, const float* mean_g, const float* mean_gxhat,
                                float* dx, int n, int c, int plane, bool relu);
+// BatchNorm's per-channel arithmetic (batch_norm_stat_kernels.cuh): training statistics
+// and the running buffers' update from channel_moments' sums; evaluation statistics from
+// the running buffers; the parameter gradients and dx's coefficients from
+// batch_norm_grad_sums' sums (mean_g and mean_gxhat null in evaluation). All device
+// memory, all queued: nothing waits for the device.
+void batch_norm_statistics(const double* sums, int c, double count, float eps, float momentum, float* mean,
+                           float* invstd, float* running_mean, float* running_var, float* num_batches);
+void batch_norm_eval_statistics(const float* running_mean, const float* running_var, int c, float eps, float* mean,
+                                float* invstd);
+void batch_norm_grad_finalize(const double* sums, const float* invstd, int c, double count, float* grad_w,
+                              float* grad_b, float* mean_g, float* mean_gxhat);
 // Max pooling over `planes` planes; argmax keeps, per output, the flat index in its input
 // plane that it took (backward adds each output's gradient there).
 void max_pool_forward(const float* x, float* y, int32_t* argmax, int planes, int h, int w, int oh, int ow, int k,

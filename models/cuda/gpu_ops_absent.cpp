@@ -88,6 +88,15 @@ void batch_norm_backward_input(const float*, const float*, const float*, const f
                                const float*, const float*, float*, int, int, int, bool) {
   absent("batch_norm_backward_input");
 }
+void batch_norm_statistics(const double*, int, double, float, float, float*, float*, float*, float*, float*) {
+  absent("batch_norm_statistics");
+}
+void batch_norm_eval_statistics(const float*, const float*, int, float, float*, float*) {
+  absent("batch_norm_eval_statistics");
+}
+void batch_norm_grad_finalize(const double*, const float*, int, double, float*, float*, float*, float*) {
+  absent("batch_norm_grad_finalize");
+}
 void max_pool_forward(const float*, float*, int32_t*, int, int, int, int, int, int, int, int) {
   absent("max_pool_forward");
 }

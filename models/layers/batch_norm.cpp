@@ -82,6 +82,13 @@ void BatchNorm::local_moments(const float* x) {
   count_ = count;
 }
 
+void BatchNorm::check_count() const {
+  if (count_ <= 1)
+    throw std::invalid_argument(name() + ": expected more than 1 value per channel when training, got " +
+                                std::to_string(static_cast<int64_t>(count_)) + " (batch of " + std::to_string(n_) +
+                                ")");
+}
+
 void BatchNorm::batch_statistics(BatchStatsReducer* reducer) {
   const auto C = static_cast<size_t>(c_);
   std::vector<double> mean(mean_.begin(), mean_.end());
@@ -121,10 +128,7 @@ void BatchNorm::batch_statistics(BatchStatsReducer* reducer) {
     }
     count_ = n;
   }
-  if (count_ <= 1)
-    throw std::invalid_argument(name() + ": expected more than 1 value per channel when training, got " +
-                                std::to_string(static_cast<int64_t>(count_)) + " (batch of " + std::to_string(n_) +
-                                ")");
+  check_count();
   float* rm = store_.buffer(running_mean_);
   float* rv = store_.buffer(running_var_);
   invstd_.resize(C);

@@ -17,10 +17,13 @@
 //   dx = weight * invstd * (g - sum(g) / M - xhat * sum(g * xhat) / M)
 //   where the two sums are global under SyncBatchNorm (BatchStatsReducer::sum_gradients).
 // In evaluation mode dx = g * weight * invstd (the statistics are constants).
-// CUDA (batch_norm_cuda.cpp): the per-channel sums run as kernels (gpu_ops.h) and come
-// down (2C doubles); the statistics, the running buffers (host buffers, as DDP's buffer
-// broadcast expects) and SyncBatchNorm's reduction stay the host code above; mean and
-// invstd (and backward's two means) go up (2C floats) for the element-wise kernels.
+// CUDA (batch_norm_cuda.cpp): everything runs as kernels (gpu_ops.h): the per-channel
+// sums, the statistics and the running buffers' update (the store's device copy of the
+// buffers, param_store.h), the parameter gradients and dx's coefficients, so a step's
+// BatchNorm layers move nothing between host and device and never wait for it.
+// SyncBatchNorm is the exception: its reducer exchanges host arrays, so the sums come
+// down (2C doubles), the host code above combines them and updates the host buffers, and
+// mean and invstd (backward: the two means) go up (2C floats), twice per layer per step.
 #pragma once
 
 #include "models/cuda/device_floats.h"
@@ -44,6 +47,8 @@ class BatchNorm : public Layer {
   void local_moments(const float* x);
   // mean_/var_ from local or gathered moments; updates the running statistics.
   void batch_statistics(BatchStatsReducer* reducer);
+  // Throws unless count_ (M) > 1: a variance needs two values.
+  void check_count() const;
   const Tensor& forward_cuda(const Tensor& in);
   const Tensor& backward_cuda(const Tensor& dout, GradSink& sink, bool need_input_grad);
 
@@ -66,7 +71,7 @@ class BatchNorm : public Layer {
   std::vector<float> acc_a_, acc_b_, mean_e_, k_e_, kx_e_, k0_e_;
   Tensor y_, dx_;
   // CUDA: mean and invstd [2C]; backward's mean_g and mean_gxhat [2C]; the parameter
-  // gradients' increments [2C]; per-channel double sums [2C doubles].
+  // gradients' increments (SyncBatchNorm) [2C]; per-channel double sums [2C doubles].
   DeviceFloats stats_device_, coef_device_, delta_device_, sums_device_;
 };
 

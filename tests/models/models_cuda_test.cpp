@@ -137,8 +137,8 @@ TEST_CASE("models on cuda compute what they compute on the cpu", "[cuda]") {
 }
 
 // ResNet-18 on the GPU (cuDNN convolutions, BatchNorm, max and average pooling): after
-// training steps the running statistics (host buffers, updated from the device's sums)
-// equal the CPU's, and an evaluation forward (running statistics) gives the CPU's
+// training steps the running statistics (updated by kernels on the store's device copy
+// of the buffers, read here through a host view that downloads them) equal the CPU's, and an evaluation forward (running statistics) gives the CPU's
 // output; with the imagenet stem the 3x3 stride-2 max pool runs too.
 TEST_CASE("resnet18 on cuda keeps the cpu's running statistics and evaluates alike", "[cuda]") {
   for (const bool imagenet : {false, true}) {
@@ -676,6 +676,47 @@ TEST_CASE("a device-resident store refreshes its host views on demand", "[cuda_e
   s.set_device_resident(false);
   CHECK_FALSE(s.device_resident());
   CHECK(cs.param(w)[0] == 42.0f);
+}
+
+TEST_CASE("a store's buffers: the copy written last is current, and moves only when the other side asks",
+          "[cuda_emulated]") {
+  REQUIRE(device::emulated());
+  device::set_current(kGpu0);
+  ParamStore s;
+  s.add("w", {2});
+  const size_t rm = s.add_buffer("bn.running_mean", {3}), nb = s.add_buffer("bn.num_batches_tracked", {}, true);
+  s.finalize();
+  s.buffer(rm)[1] = 5.0f;
+  s.attach_device();
+  const uint64_t up0 = s.uploaded_bytes(), down0 = s.downloaded_bytes();
+  const uint64_t all = s.flat_buffers().size() * sizeof(float);
+  // The host values go up at the first device read, once.
+  CHECK(s.device_buffer(rm)[1] == 5.0f);
+  CHECK(s.uploaded_bytes() == up0 + all);
+  CHECK(s.device_buffer(nb)[0] == 0.0f);
+  CHECK(s.uploaded_bytes() == up0 + all);
+  // A kernel's update (BatchNorm's training forward): the host sees it at its next view.
+  s.device_buffer(rm)[2] = 0.5f;
+  s.device_buffer(nb)[0] = 1.0f;
+  s.device_buffers_updated();
+  CHECK(s.downloaded_bytes() == down0);
+  const ParamStore& cs = s;
+  CHECK(cs.buffer(rm)[2] == 0.5f);
+  CHECK(cs.flat_buffers()[3] == 1.0f);  // one download for both views
+  CHECK(s.downloaded_bytes() == down0 + all);
+  // A const view leaves the device copy current; a writable one (DDP's broadcast, a
+  // checkpoint load) has the host values uploaded before the next device read.
+  CHECK(s.device_buffer(rm)[2] == 0.5f);
+  CHECK(s.uploaded_bytes() == up0 + all);
+  s.flat_buffers()[0] = -3.0f;
+  CHECK(s.device_buffer(rm)[0] == -3.0f);
+  CHECK(s.uploaded_bytes() == up0 + 2 * all);
+  // A writable view after a device update sees the device values first (nothing lost).
+  s.device_buffer(rm)[1] = 9.0f;
+  s.device_buffers_updated();
+  s.buffer(rm)[0] = 4.0f;
+  CHECK(cs.buffer(rm)[1] == 9.0f);
+  CHECK(s.device_buffer(rm)[0] == 4.0f);
 }
 
 // Run with DPT_EMULATE_DEVICE=1 (models_cuda_refuses_emulated): the emulated device is
