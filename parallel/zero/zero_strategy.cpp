@@ -20,11 +20,21 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
   if (config.ddp.powersgd.rank != 0)
     throw std::invalid_argument("--grad-compress powersgd works with DDP only (--zero 0), not with --zero " + std::to_string(stage_) +
                                 ": ZeRO reduces each gradient to its shard's owner, not a low-rank allreduce");
-  if (config.ddp.optimizer_on_device)
-    throw std::invalid_argument("--optimizer-device cuda works with DDP only (--zero 0), not with --zero " +
-                                std::to_string(stage_) + ": ZeRO's shards and their optimizer are host buffers");
   optimizer_ = make_optimizer(layout_.shard);
-  if (config.precision != DType::f32) master_ = std::make_unique<MasterWeights>(config.precision);
+  if (config.ddp.optimizer_on_device) {
+    // Checked here as well as by the trainer's flags: a library caller gets the same words.
+    const auto refuse = [&](const std::string& why) {
+      throw std::invalid_argument("ZeRO-" + std::to_string(stage_) + ": --optimizer-device cuda " + why);
+    };
+    if (stage_ != 1)
+      refuse("works at stage 1 only: stages 2 and 3 reduce-scatter into host shards (their device side is not built)");
+    if (!model.on_cuda()) refuse("needs the model on CUDA (--device cuda)");
+    if (!optimizer_->has_device_step()) refuse("needs an optimizer with a device step, not " + optimizer_->name());
+    if (config.ddp.wire != DType::f32) refuse("reduces fp32 device buckets: not with --grad-compress bf16/fp16");
+    on_device_ = true;
+  }
+  // Device-resident keeps fp32 masters on the device (autocast's arrangement, as DDP's).
+  if (config.precision != DType::f32 && !on_device_) master_ = std::make_unique<MasterWeights>(config.precision);
   // Fails early (length_error) if the world is larger than ParamStore's slack allows.
   model_.store().padded_params(layout_.padded());
   const ParamStore& store = model_.store();
@@ -39,6 +49,10 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
                              std::to_string(r) + " of " + std::to_string(comm.size()) + " under ZeRO-3 owns [" +
                              std::to_string(mine.first) + ", " + std::to_string(mine.second) + ")");
   }
+  if (on_device_) {
+    optimizer_->to_device();
+    model.store().set_device_resident(true);
+  }
   if (stage_ == 1) {
     allreduce_ = std::make_unique<GradAllreduce>(model_, comm, config.ddp);
   } else {
@@ -51,7 +65,7 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
       gatherer_ = std::make_unique<ZeroParamGatherer>(model_, comm, layout_, config.ddp.overlap, config.precision);
   }
   // Pieces as large as a gradient bucket: --bucket-mb sets both granularities.
-  if (stage_ <= 2 && config.ddp.overlap)
+  if (stage_ <= 2 && config.ddp.overlap && !on_device_)
     refresher_ = std::make_unique<ZeroParamRefresher>(model_, comm, layout_, config.ddp.bucket_bytes, config.precision);
 }
 
@@ -133,6 +147,7 @@ void ZeroStrategy::end_backward() {
 }
 
 void ZeroStrategy::clip_grad_norm(float max_norm) {
+  if (on_device_) return clip_grad_norm_on_device(max_norm);
   // Padding gradients are zero, so the shards' squares sum to the full buffer's.
   double sq = squared_norm(grad_shard());
   comm_->allreduce(Buffer{&sq, 1, DType::f64, {}}, ReduceOp::sum);
@@ -141,6 +156,7 @@ void ZeroStrategy::clip_grad_norm(float max_norm) {
 
 void ZeroStrategy::step(float lr) {
   in_step_ = false;
+  if (on_device_) return step_on_device(lr);
   if (master_) master_->step(*optimizer_, param_shard(), grad_shard(), lr);
   else optimizer_->step(param_shard(), grad_shard(), lr);
   if (gatherer_) return;  // stage 3: layers gather what they need when they run

@@ -27,6 +27,12 @@
 //                    updated shards are broadcast from their owners asynchronously and
 //                    the next forward waits per layer only for what it reads
 //                    (zero_param_refresher.h); the same bytes arrive, so the same bits.
+//   device-resident  stage 1 with --optimizer-device cuda (zero_resident.cpp): the shard
+//                    optimizer's state, the parameters and the gradients stay on the
+//                    GPU; device buckets are allreduced, each rank steps its device shard
+//                    and the shards are allgathered in place on the device (blocking:
+//                    the refresh is host-side). Stages 2 and 3 reduce-scatter into host
+//                    shards and are refused with it.
 //   comm time        gradient sync (as DDP reports it) plus the parameter allgather:
 //                    with overlap off it is blocking and counts as exposed too; with
 //                    overlap on the refresh's time is reported in the next step, with
@@ -68,6 +74,9 @@ class ZeroStrategy : public ParallelStrategy {
   void step(float lr) override;
   void skip_step() override { in_step_ = false; }
   std::span<float> owned_grads() override { return grad_shard(); }
+  // Device-resident: on the device shard; otherwise ParallelStrategy's host ones.
+  bool unscale_owned_grads(float inv_scale) override;
+  void poison_owned_grad() override;
   // Waits for a refresh in flight (before reading every parameter, or at the end).
   void settle() override;
   // Collective: every rank holds all parameters at full precision (the master weights
@@ -100,6 +109,11 @@ class ZeroStrategy : public ParallelStrategy {
  private:
   // Stages 1, 2: every rank's shard to everyone, in wire (f32 in place, or bf16).
   void allgather_parameters(DType wire);
+  // Device-resident stage 1 (zero_resident.cpp): this rank's shard of a device flat
+  // buffer; the step and the clipping on the device.
+  float* device_shard(float* flat) const;
+  void step_on_device(float lr);
+  void clip_grad_norm_on_device(float max_norm);
 
   int stage_;
   ShardLayout layout_;
@@ -110,6 +124,7 @@ class ZeroStrategy : public ParallelStrategy {
   std::unique_ptr<ZeroParamRefresher> refresher_; // stages 1, 2 with overlap
   std::unique_ptr<MasterWeights> master_;         // mixed precision
   std::vector<uint16_t> wire_shard_;              // mixed precision: bf16 copy of the shard to allgather
+  bool on_device_ = false;  // device-resident stage 1 (--optimizer-device cuda)
   bool in_step_ = false;  // between a step's first begin_backward and its step()
   std::shared_ptr<const ZeroSnapshot> committed_, previous_;  // elastic
 };
