@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
+#include <stdexcept>
+
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/gpu_ops.h"
 #include "models/cuda/half_types.cuh"
@@ -22,6 +24,12 @@ namespace tc = attention_tc_kernels;
 int padded_width(int hd) { return hd <= 32 ? 32 : hd <= 64 ? 64 : 128; }
 
 bool on_tensor_cores(int hd, AttentionMath math) { return math != AttentionMath::f32 && hd <= tc::kHd; }
+
+// The tensor-core kernels apply no dropout mask: a caller with dropout runs f32.
+void check_dropout(const DropMask& drop, int hd, AttentionMath math) {
+  if (drop.on && on_tensor_cores(hd, math))
+    throw std::logic_error("fused attention: dropout runs on the fp32 kernels only (AttentionMath::f32)");
+}
 
 dim3 grid_for(int b, int t, int heads, int rows) { return dim3(unsigned((t + rows - 1) / rows), unsigned(b * heads)); }
 
@@ -45,8 +53,9 @@ bool attention_fused_supports(int head_width, AttentionMath math) {
 }
 
 void attention_forward(const float* qkv, float* out, float* lse, int b, int t, int heads, int hd, float scale,
-                       AttentionMath math) {
+                       AttentionMath math, const DropMask& drop) {
   if (!b || !t) return;
+  check_dropout(drop, hd, math);
   if (on_tensor_cores(hd, math)) {
     if (math == AttentionMath::bf16) tc_forward<__nv_bfloat16>(qkv, out, lse, b, t, heads, hd, scale);
     else tc_forward<__half>(qkv, out, lse, b, t, heads, hd, scale);
@@ -55,16 +64,18 @@ void attention_forward(const float* qkv, float* out, float* lse, int b, int t, i
   }
   const dim3 grid = grid_for(b, t, heads, fp32::kRows);
   switch (padded_width(hd)) {
-    case 32: fp32::attention_fwd_k<32><<<grid, fp32::kRows * 1>>>(qkv, out, lse, t, heads, hd, scale); break;
-    case 64: fp32::attention_fwd_k<64><<<grid, fp32::kRows * 2>>>(qkv, out, lse, t, heads, hd, scale); break;
-    default: fp32::attention_fwd_k<128><<<grid, fp32::kRows * 4>>>(qkv, out, lse, t, heads, hd, scale); break;
+    case 32: fp32::attention_fwd_k<32><<<grid, fp32::kRows * 1>>>(qkv, out, lse, t, heads, hd, scale, drop); break;
+    case 64: fp32::attention_fwd_k<64><<<grid, fp32::kRows * 2>>>(qkv, out, lse, t, heads, hd, scale, drop); break;
+    default: fp32::attention_fwd_k<128><<<grid, fp32::kRows * 4>>>(qkv, out, lse, t, heads, hd, scale, drop); break;
   }
   check_launch("attention_forward");
 }
 
 void attention_backward(const float* qkv, const float* out, const float* dout, const float* lse, float* delta,
-                        float* dqkv, int b, int t, int heads, int hd, float scale, AttentionMath math) {
+                        float* dqkv, int b, int t, int heads, int hd, float scale, AttentionMath math,
+                        const DropMask& drop) {
   if (!b || !t) return;
+  check_dropout(drop, hd, math);
   const size_t rows = size_t(b) * heads * t;
   fp32::attention_delta_k<<<unsigned((rows * 32 + 255) / 256), 256>>>(out, dout, delta, b, t, heads, hd);
   check_launch("attention_backward (delta)");
@@ -77,16 +88,16 @@ void attention_backward(const float* qkv, const float* out, const float* dout, c
   const dim3 grid = grid_for(b, t, heads, fp32::kRows);
   switch (padded_width(hd)) {
     case 32:
-      fp32::attention_dq_k<32><<<grid, fp32::kRows * 1>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale);
-      fp32::attention_dkv_k<32><<<grid, fp32::kRows * 1>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale);
+      fp32::attention_dq_k<32><<<grid, fp32::kRows * 1>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale, drop);
+      fp32::attention_dkv_k<32><<<grid, fp32::kRows * 1>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale, drop);
       break;
     case 64:
-      fp32::attention_dq_k<64><<<grid, fp32::kRows * 2>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale);
-      fp32::attention_dkv_k<64><<<grid, fp32::kRows * 2>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale);
+      fp32::attention_dq_k<64><<<grid, fp32::kRows * 2>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale, drop);
+      fp32::attention_dkv_k<64><<<grid, fp32::kRows * 2>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale, drop);
       break;
     default:
-      fp32::attention_dq_k<128><<<grid, fp32::kRows * 4>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale);
-      fp32::attention_dkv_k<128><<<grid, fp32::kRows * 4>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale);
+      fp32::attention_dq_k<128><<<grid, fp32::kRows * 4>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale, drop);
+      fp32::attention_dkv_k<128><<<grid, fp32::kRows * 4>>>(qkv, dout, lse, delta, dqkv, t, heads, hd, scale, drop);
       break;
   }
   check_launch("attention_backward (dq, dk, dv)");

@@ -21,12 +21,18 @@
 // Backward per (b, h), with P_ij = exp(s_ij - lse_i) for j <= i:
 //   dV_j = sum_i P_ij dout_i,  dP_ij = dout_i . v_j,  dS_ij = P_ij (dP_ij - D_i),
 //   dQ_i = scale sum_j dS_ij k_j,  dK_j = scale sum_i dS_ij q_i.
+// Dropout (drop on): out_i = sum_j P_ij f_ij v_j with f_ij the mask's factor of element
+// (b H + h, i, j) (0 or 1 / (1 - p), drop_mask.cuh), computed where it is used; the
+// row's sum of exponentials is not masked. Backward: dV_j = sum_i P_ij f_ij dout_i,
+// dP_ij = f_ij dout_i . v_j, and D_i = dout_i . out_i = sum_j P_ij dP_ij still holds.
 //
 // This header holds the kernels alone (no CUDA runtime calls), so that besides
 // gpu_attention.cu, which launches them, a CPU emulation of the CUDA execution model
 // (tests/support/cuda_emulation.h) can run them on a machine without a GPU
 // (models_attention_emulated).
 #pragma once
+
+#include "models/cuda/drop_mask.cuh"
 
 namespace dpt::gpu::attention_kernels {
 
@@ -103,10 +109,15 @@ __device__ __forceinline__ QueryRow query_row(int t, int heads, int hd) {
   return r;
 }
 
+// Element (blockIdx.y = b H + h, i, j) of the [B, H, T, T] probabilities: its dropout index.
+__device__ __forceinline__ uint64_t prob_index(int t, int i, int j) {
+  return (uint64_t(blockIdx.y) * uint64_t(t) + uint64_t(i)) * uint64_t(t) + uint64_t(j);
+}
+
 // Forward (QueryRow's blocks).
 template <int HD>
 __global__ void __launch_bounds__(kRows * (HD / 32)) attention_fwd_k(const float* qkv, float* out, float* lse, int t,
-                                                                      int heads, int hd, float scale) {
+                                                                      int heads, int hd, float scale, DropMask drop) {
   constexpr int G = HD / 32;
   __shared__ float ks[kTile][HD], vs[kTile][HD];
   const QueryRow r = query_row<G>(t, heads, hd);
@@ -144,8 +155,9 @@ __global__ void __launch_bounds__(kRows * (HD / 32)) attention_fwd_k(const float
     for (int jj = 0; jj < kTile; ++jj) {
       const float p = expf(s[jj] - m_new);  // 0 past the diagonal
       l += p;
+      const float pf = drop.on && jj < n ? p * drop_factor(drop, prob_index(t, i, j0 + jj)) : p;
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) acc[e] += p * vs[jj][e * G + g];
+      for (int e = 0; e < kPer; ++e) acc[e] += pf * vs[jj][e * G + g];
     }
     m = m_new;
   }
@@ -171,7 +183,7 @@ __global__ void attention_delta_k(const float* out, const float* dout, float* de
 template <int HD>
 __global__ void __launch_bounds__(kRows * (HD / 32))
     attention_dq_k(const float* qkv, const float* dout, const float* lse, const float* delta, float* dqkv, int t,
-                   int heads, int hd, float scale) {
+                   int heads, int hd, float scale, DropMask drop) {
   constexpr int G = HD / 32;
   __shared__ float ks[kTile][HD], vs[kTile][HD];
   const QueryRow r = query_row<G>(t, heads, hd);
@@ -202,6 +214,7 @@ __global__ void __launch_bounds__(kRows * (HD / 32))
       s = row_sum<G>(s);
       dp = row_sum<G>(dp);
       if (jj < n) {
+        if (drop.on) dp *= drop_factor(drop, prob_index(t, i, j0 + jj));
         const float ds = expf(s * scale - row_lse) * (dp - row_delta);
 #pragma unroll
         for (int e = 0; e < kPer; ++e) dq[e] += ds * ks[jj][e * G + g];
@@ -216,7 +229,7 @@ __global__ void __launch_bounds__(kRows * (HD / 32))
 template <int HD>
 __global__ void __launch_bounds__(kRows * (HD / 32))
     attention_dkv_k(const float* qkv, const float* dout, const float* lse, const float* delta, float* dqkv, int t,
-                    int heads, int hd, float scale) {
+                    int heads, int hd, float scale, DropMask drop) {
   constexpr int G = HD / 32;
   __shared__ float qs[kTile][HD], dys[kTile][HD];
   __shared__ float lses[kTile], deltas[kTile];
@@ -252,10 +265,12 @@ __global__ void __launch_bounds__(kRows * (HD / 32))
       dp = row_sum<G>(dp);
       if (live && i >= j && i < t) {
         const float p = expf(s * scale - lses[ii]);
-        const float ds = p * (dp - deltas[ii]);
+        const float f = drop.on ? drop_factor(drop, prob_index(t, i, j)) : 1.0f;
+        const float ds = p * (dp * f - deltas[ii]);
+        const float pf = p * f;
 #pragma unroll
         for (int e = 0; e < kPer; ++e) {
-          dv[e] += p * dys[ii][e * G + g];
+          dv[e] += pf * dys[ii][e * G + g];
           dk[e] += ds * qs[ii][e * G + g];
         }
       }

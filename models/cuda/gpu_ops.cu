@@ -19,6 +19,7 @@
 
 #include "device/runtime.h"
 #include "models/cuda/cuda_check.h"
+#include "models/cuda/drop_mask.cuh"
 #include "models/cuda/gpu_ops.h"
 #include "models/cuda/runtime_library.h"
 
@@ -263,18 +264,10 @@ __global__ void softmax_xent_k(const float* z, const int32_t* labels, float* g, 
   if (lane == 0) row_loss[row] = logf(s) + mx - zr[label];
 }
 
-// The host's dropout mask formula (models/layers/dropout.cpp), in the same integers.
-__device__ uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-__global__ void dropout_k(const float* x, float* y, size_t n, uint32_t threshold, float scale, uint64_t base) {
+// The host's dropout mask (models/layers/dropout.cpp), in the same integers (drop_mask.cuh).
+__global__ void dropout_k(const float* x, float* y, size_t n, DropMask mask) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const uint32_t draw = uint32_t(mix64(base + uint64_t(i) * 0x9e3779b97f4a7c15ull) >> 40);
-  y[i] = x[i] * (draw < threshold ? 0.0f : scale);
+  if (i < n) y[i] = x[i] * drop_factor(mask, i);
 }
 
 __global__ void round_to_f16_k(float* x, size_t n) {
@@ -415,7 +408,12 @@ void softmax_cross_entropy(const float* logits, const int32_t* labels, float* gr
 void dropout_apply(const float* x, float* y, size_t n, uint32_t threshold, float scale, uint64_t draw_key,
                    uint64_t offset) {
   if (!n) return;
-  dropout_k<<<blocks_for(n), kThreads>>>(x, y, n, threshold, scale, draw_key + offset * 0x9e3779b97f4a7c15ull);
+  DropMask mask;
+  mask.on = true;
+  mask.threshold = threshold;
+  mask.scale = scale;
+  mask.key = draw_key + offset * 0x9e3779b97f4a7c15ull;
+  dropout_k<<<blocks_for(n), kThreads>>>(x, y, n, mask);
   check_launch("dropout_apply");
 }
 

@@ -70,12 +70,24 @@ void causal_softmax_backward(const float* p, float* dp, int mats, int t);
 // [B, H, T] is its scratch). No atomics: the same bits every run. math: f32 on the CUDA
 // cores (head widths up to 128), or bf16 / f16 operands on tensor cores with fp32
 // accumulation (widths up to 64; wider heads run f32).
+// With `drop` on (f32 only), attention dropout: out = dropout(P) V with the mask the
+// materialized path applies to the [B, H, T, T] probabilities (element ((b H + h) T + i) T
+// + j), computed on the fly in forward and again in backward.
 enum class AttentionMath { f32, bf16, f16 };
+// A dropout mask (models/layers/dropout.h; drop_mask.cuh applies it on the device):
+// threshold = p * 2^24, scale = 1 / (1 - p), key = the forward's draw key.
+struct DropMask {
+  bool on = false;
+  uint32_t threshold = 0;
+  float scale = 1.0f;
+  uint64_t key = 0;
+};
 bool attention_fused_supports(int head_width, AttentionMath math);
 void attention_forward(const float* qkv, float* out, float* lse, int b, int t, int heads, int head_width,
-                       float scale, AttentionMath math);
+                       float scale, AttentionMath math, const DropMask& drop = {});
 void attention_backward(const float* qkv, const float* out, const float* dout, const float* lse, float* delta,
-                        float* dqkv, int b, int t, int heads, int head_width, float scale, AttentionMath math);
+                        float* dqkv, int b, int t, int heads, int head_width, float scale, AttentionMath math,
+                        const DropMask& drop = {});
 // Embedding: y[i, :] = table[tokens[i]] (+ pos[i mod t]) for n*t tokens. Token ids are
 // checked on the host first. Backward adds dy rows into dtable (and dpos unless null)
 // without atomics: `groups` is models/token_groups.h's TokenGroups::words() on the device

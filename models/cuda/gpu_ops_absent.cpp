@@ -49,11 +49,11 @@ void layer_norm_backward(const float*, const float*, const float*, const float*,
 bool attention_fused_supports(int head_width, AttentionMath math) {
   return head_width > 0 && head_width <= (math == AttentionMath::f32 ? 128 : 64);
 }
-void attention_forward(const float*, float*, float*, int, int, int, int, float, AttentionMath) {
+void attention_forward(const float*, float*, float*, int, int, int, int, float, AttentionMath, const DropMask&) {
   absent("attention_forward");
 }
 void attention_backward(const float*, const float*, const float*, const float*, float*, float*, int, int, int, int,
-                        float, AttentionMath) {
+                        float, AttentionMath, const DropMask&) {
   absent("attention_backward");
 }
 void causal_softmax_forward(float*, int, int) { absent("causal_softmax_forward"); }

@@ -82,8 +82,10 @@ const Tensor& CausalAttentionCore::forward(const Tensor& in, const ForwardContex
           : precision == GemmPrecision::f16 ? gpu::AttentionMath::f16
                                             : gpu::AttentionMath::f32;
   if (!gpu::attention_fused_supports(hd, math_)) math_ = gpu::AttentionMath::f32;
-  fused_ = in.on_cuda() && !dropping && cuda_attention() == CudaAttention::fused &&
-           gpu::attention_fused_supports(hd, math_);
+  // Dropout's mask is applied inside the fp32 kernels; the tensor-core ones have none, so
+  // a 16-bit pass with dropout takes the materialized path (16-bit products there).
+  fused_ = in.on_cuda() && cuda_attention() == CudaAttention::fused && gpu::attention_fused_supports(hd, math_) &&
+           (!dropping || math_ == gpu::AttentionMath::f32);
   if (fused_) return forward_fused(in, scale);
   probs_.set_device(in.device());
   probs_.resize({b_, h_, t_, t_});
@@ -209,13 +211,23 @@ const Tensor& CausalAttentionCore::backward_cuda(const Tensor& dout, float scale
   return dqkv_;
 }
 
+gpu::DropMask CausalAttentionCore::drop_mask() const {
+  gpu::DropMask m;
+  if (!drop_.active()) return m;
+  m.on = true;
+  m.threshold = dropout_threshold(drop_.p());
+  m.scale = 1.0f / (1.0f - drop_.p());
+  m.key = drop_.draw_key();
+  return m;
+}
+
 // The fused kernels read q, k, v from the packed rows and write O (and dQ, dK, dV) in
 // place: only lse (and delta) [B, H, T] besides.
 const Tensor& CausalAttentionCore::forward_fused(const Tensor& in, float scale) {
   lse_.set_device(TensorDevice::kCuda);
   lse_.resize({b_, h_, t_});
   gpu::attention_forward(in.data(), y_.data(), lse_.data(), static_cast<int>(b_), static_cast<int>(t_),
-                         static_cast<int>(h_), static_cast<int>(hd_), scale, math_);
+                         static_cast<int>(h_), static_cast<int>(hd_), scale, math_, drop_mask());
   return y_;
 }
 
@@ -224,7 +236,7 @@ const Tensor& CausalAttentionCore::backward_fused(const Tensor& dout, float scal
   delta_.resize({b_, h_, t_});
   gpu::attention_backward(qkv_->data(), y_.data(), dout.data(), lse_.data(), delta_.data(), dqkv_.data(),
                           static_cast<int>(b_), static_cast<int>(t_), static_cast<int>(h_), static_cast<int>(hd_),
-                          scale, math_);
+                          scale, math_, drop_mask());
   return dqkv_;
 }
 

@@ -26,7 +26,9 @@ namespace dpt {
 // scores; at the pass's precision: bf16 / fp16 operands on tensor cores for heads up to
 // 64 wide, fp32 on the CUDA cores otherwise. materialized: the [B, H, T, T] scores and
 // probabilities through cuBLAS, products at the pass's GemmPrecision; it also runs where
-// the fused kernels do not apply (attention dropout active, heads wider than 128).
+// the fused kernels do not apply (heads wider than 128; attention dropout in a bf16 or
+// fp16 pass: the fp32 fused kernels apply dropout's mask on the fly, the tensor-core ones
+// do not).
 // The environment's DPT_CUDA_ATTENTION=fused|materialized sets the process's default.
 enum class CudaAttention { fused, materialized };
 void set_cuda_attention(CudaAttention a);
@@ -60,6 +62,8 @@ class CausalAttentionCore : public Layer {
   const Tensor& backward_cuda(const Tensor& dout, float scale);
   const Tensor& forward_fused(const Tensor& in, float scale);
   const Tensor& backward_fused(const Tensor& dout, float scale);
+  // The last forward's dropout mask for the fused kernels (off when it dropped nothing).
+  gpu::DropMask drop_mask() const;
 };
 
 // qkv projection, core, output projection, residual dropout: the full attention sub-layer.

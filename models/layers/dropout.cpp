@@ -15,10 +15,9 @@ inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-
-// p * 2^24 rounded down: an element is dropped when its 24-bit draw is below it.
-uint32_t drop_threshold(float p) { return static_cast<uint32_t>(static_cast<double>(p) * (1u << 24)); }
 }  // namespace
+
+uint32_t dropout_threshold(float p) { return static_cast<uint32_t>(static_cast<double>(p) * (1u << 24)); }
 
 uint64_t dropout_draw_key(uint64_t layer_key, uint64_t step, uint64_t stream) {
   return mix64(layer_key ^ mix64(step * kGolden + mix64(stream + 1)));
@@ -27,7 +26,7 @@ uint64_t dropout_draw_key(uint64_t layer_key, uint64_t step, uint64_t stream) {
 // DPT_VECTOR_CLONES: AVX-512 has 64-bit multiplies in vector registers.
 DPT_VECTOR_CLONES
 void dropout_apply(const float* x, float* y, size_t n, float p, uint64_t draw_key, uint64_t offset) {
-  const uint32_t threshold = drop_threshold(p);
+  const uint32_t threshold = dropout_threshold(p);
   const float scale = 1.0f / (1.0f - p);
   const uint64_t base = draw_key + offset * kGolden;
   for (size_t i = 0; i < n; ++i) {
@@ -37,7 +36,7 @@ void dropout_apply(const float* x, float* y, size_t n, float p, uint64_t draw_ke
 }
 
 void dropout_apply_on(bool cuda, const float* x, float* y, size_t n, float p, uint64_t draw_key, uint64_t offset) {
-  if (cuda) return gpu::dropout_apply(x, y, n, drop_threshold(p), 1.0f / (1.0f - p), draw_key, offset);
+  if (cuda) return gpu::dropout_apply(x, y, n, dropout_threshold(p), 1.0f / (1.0f - p), draw_key, offset);
   dropout_apply(x, y, n, p, draw_key, offset);
 }
 

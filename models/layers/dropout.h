@@ -25,6 +25,8 @@
 namespace dpt {
 
 uint64_t dropout_draw_key(uint64_t layer_key, uint64_t step, uint64_t stream);
+// p * 2^24 rounded down: an element is dropped when its 24-bit draw is below it.
+uint32_t dropout_threshold(float p);
 // y[i] = x[i] * (kept(offset + i) ? 1/(1-p) : 0) for i < n; y may be x. Host memory.
 void dropout_apply(const float* x, float* y, size_t n, float p, uint64_t draw_key, uint64_t offset = 0);
 // The same on host or device pointers (gpu::dropout_apply on CUDA).

@@ -20,6 +20,8 @@
 #include <random>
 #include <vector>
 
+#include "models/layers/dropout.h"
+
 using namespace dpt::gpu::attention_kernels;
 namespace tc = dpt::gpu::attention_tc_kernels;
 using cuda_emulation::emulate_launch;
@@ -37,7 +39,9 @@ struct Reference {
   std::vector<double> out, lse, dqkv;
 };
 
-Reference reference(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout, double scale) {
+// drop: the dropout factor of each [B, H, T, T] probability (0 or 1 / (1 - p)), or null.
+Reference reference(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout, double scale,
+                    const std::vector<float>* drop = nullptr) {
   const int d = s.d(), t = s.t;
   Reference r;
   r.out.assign(size_t(s.b) * t * d, 0.0);
@@ -49,7 +53,9 @@ Reference reference(const Shape& s, const std::vector<float>& qkv, const std::ve
   auto dy = [&](int b, int i, int h, int c) { return double(dout[(size_t(b) * t + i) * d + h * s.hd + c]); };
   for (int b = 0; b < s.b; ++b)
     for (int h = 0; h < s.heads; ++h) {
-      std::vector<double> p(size_t(t) * t, 0.0), ds(size_t(t) * t, 0.0);
+      std::vector<double> p(size_t(t) * t, 0.0), ds(size_t(t) * t, 0.0), f(size_t(t) * t, 1.0);
+      if (drop)
+        for (size_t e = 0; e < f.size(); ++e) f[e] = (*drop)[(size_t(b) * s.heads + h) * t * t + e];
       for (int i = 0; i < t; ++i) {
         double mx = -INFINITY;
         for (int j = 0; j <= i; ++j) {
@@ -64,14 +70,15 @@ Reference reference(const Shape& s, const std::vector<float>& qkv, const std::ve
         for (int j = 0; j <= i; ++j) p[size_t(i) * t + j] = std::exp(p[size_t(i) * t + j] - mx) / sum;
         for (int c = 0; c < s.hd; ++c) {
           double o = 0;
-          for (int j = 0; j <= i; ++j) o += p[size_t(i) * t + j] * v(b, j, h, c);
+          for (int j = 0; j <= i; ++j) o += p[size_t(i) * t + j] * f[size_t(i) * t + j] * v(b, j, h, c);
           r.out[(size_t(b) * t + i) * d + h * s.hd + c] = o;
         }
-        // dS_ij = P_ij (dP_ij - sum_l P_il dP_il), dP_ij = dout_i . v_j
+        // dS_ij = P_ij (dP_ij - sum_l P_il dP_il), dP_ij = f_ij dout_i . v_j
         double rowdot = 0;
         std::vector<double> dp(size_t(i) + 1);
         for (int j = 0; j <= i; ++j) {
           for (int c = 0; c < s.hd; ++c) dp[size_t(j)] += dy(b, i, h, c) * v(b, j, h, c);
+          dp[size_t(j)] *= f[size_t(i) * t + j];
           rowdot += p[size_t(i) * t + j] * dp[size_t(j)];
         }
         for (int j = 0; j <= i; ++j) ds[size_t(i) * t + j] = p[size_t(i) * t + j] * (dp[size_t(j)] - rowdot);
@@ -82,7 +89,7 @@ Reference reference(const Shape& s, const std::vector<float>& qkv, const std::ve
           for (int j = 0; j <= i; ++j) dq += ds[size_t(i) * t + j] * k(b, j, h, c);
           for (int l = i; l < t; ++l) {  // i as a key: queries l >= i
             dk += ds[size_t(l) * t + i] * q(b, l, h, c);
-            dv += p[size_t(l) * t + i] * dy(b, l, h, c);
+            dv += p[size_t(l) * t + i] * f[size_t(l) * t + i] * dy(b, l, h, c);
           }
           double* row = &r.dqkv[(size_t(b) * t + i) * 3 * d + h * s.hd + c];
           row[0] = dq * scale;
@@ -106,19 +113,19 @@ double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
 // The launches of gpu_attention.cu, through the emulation.
 template <int HD>
 void run(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout, float scale,
-         std::vector<float>& out, std::vector<float>& lse, std::vector<float>& dqkv) {
+         std::vector<float>& out, std::vector<float>& lse, std::vector<float>& dqkv, dpt::gpu::DropMask drop = {}) {
   const dim3 grid(unsigned((s.t + kRows - 1) / kRows), unsigned(s.b * s.heads));
   const unsigned threads = kRows * (HD / 32);
   emulate_launch(grid, dim3(threads), attention_fwd_k<HD>, qkv.data(), out.data(), lse.data(), s.t, s.heads, s.hd,
-                 scale);
+                 scale, drop);
   std::vector<float> delta(lse.size(), NAN);
   const size_t rows = size_t(s.b) * s.heads * s.t;
   emulate_launch(dim3(unsigned((rows * 32 + 255) / 256)), dim3(256), attention_delta_k, out.data(), dout.data(),
                  delta.data(), s.b, s.t, s.heads, s.hd);
   emulate_launch(grid, dim3(threads), attention_dq_k<HD>, qkv.data(), dout.data(), lse.data(), delta.data(),
-                 dqkv.data(), s.t, s.heads, s.hd, scale);
+                 dqkv.data(), s.t, s.heads, s.hd, scale, drop);
   emulate_launch(grid, dim3(threads), attention_dkv_k<HD>, qkv.data(), dout.data(), lse.data(), delta.data(),
-                 dqkv.data(), s.t, s.heads, s.hd, scale);
+                 dqkv.data(), s.t, s.heads, s.hd, scale, drop);
 }
 
 // gpu_attention.cu's tensor-core launches: the fp32 delta kernel, then the WMMA kernels.
@@ -170,6 +177,18 @@ std::vector<double> part_errors(const Shape& s, const std::vector<float>& dqkv, 
   return e;
 }
 
+// The fp32 kernels' bounds: out, dQ, dK, dV within 1e-5 relative L2, log-sum-exp 1e-6.
+void check_fp32_kernels(const Shape& s, const std::vector<float>& out, const std::vector<float>& lse,
+                        const std::vector<float>& dqkv, const Reference& want) {
+  const double e_out = rel_l2(out, want.out), e_lse = rel_l2(lse, want.lse);
+  const std::vector<double> e_parts = part_errors(s, dqkv, want);
+  INFO("relative L2 error: out " << e_out << " lse " << e_lse << " dQ " << e_parts[0] << " dK " << e_parts[1]
+                                 << " dV " << e_parts[2]);
+  CHECK(e_out < 1e-5);
+  CHECK(e_lse < 1e-6);
+  for (const double e : e_parts) CHECK(e < 1e-5);
+}
+
 }  // namespace
 
 // bf16 / fp16 on (emulated) tensor cores: Q, K, V, dout, P and dS rounded to 16 bits,
@@ -210,13 +229,42 @@ TEST_CASE("fused attention kernels, emulated on the cpu, match a float64 referen
       else if (s.hd <= 64) run<64>(s, in.qkv, in.dout, in.scale, out, lse, dqkv);
       else run<128>(s, in.qkv, in.dout, in.scale, out, lse, dqkv);
       const Reference want = reference(s, in.qkv, in.dout, in.scale);
-      const double e_out = rel_l2(out, want.out), e_lse = rel_l2(lse, want.lse);
-      const std::vector<double> e_parts = part_errors(s, dqkv, want);
-      INFO("relative L2 error: out " << e_out << " lse " << e_lse << " dQ " << e_parts[0] << " dK " << e_parts[1]
-                                     << " dV " << e_parts[2]);
-      CHECK(e_out < 1e-5);
-      CHECK(e_lse < 1e-6);
-      for (const double e : e_parts) CHECK(e < 1e-5);
+      check_fp32_kernels(s, out, lse, dqkv, want);
     }
   }
 }
+
+// Attention dropout inside the fp32 kernels: the mask is the one the materialized path
+// applies to the [B, H, T, T] probabilities (models/layers/dropout.h's dropout_apply on a
+// tensor of ones gives each element's factor), so the reference drops the same elements.
+TEST_CASE("fused attention kernels with dropout, emulated on the cpu, match a float64 reference",
+          "[attention_emulated]") {
+  for (const Shape s : {Shape{2, 2, 70, 16}, Shape{1, 2, 100, 64}}) {
+    DYNAMIC_SECTION("B " << s.b << " H " << s.heads << " T " << s.t << " hd " << s.hd) {
+      const Inputs in = make_inputs(s);
+      const float p = 0.25f;
+      const uint64_t key = dpt::dropout_draw_key(12345, 7, 1);
+      std::vector<float> factors(size_t(s.b) * s.heads * s.t * s.t, 1.0f);
+      dpt::dropout_apply(factors.data(), factors.data(), factors.size(), p, key);
+      size_t dropped = 0;
+      for (const float f : factors) dropped += f == 0.0f;
+      REQUIRE(dropped > factors.size() / 8);  // the mask does drop (about a quarter)
+      dpt::gpu::DropMask drop;
+      drop.on = true;
+      drop.threshold = dpt::dropout_threshold(p);
+      drop.scale = 1.0f / (1.0f - p);
+      drop.key = key;
+      std::vector<float> out(in.dout.size(), NAN), lse(size_t(s.b) * s.heads * s.t, NAN), dqkv(in.qkv.size(), NAN);
+      if (s.hd <= 32) run<32>(s, in.qkv, in.dout, in.scale, out, lse, dqkv, drop);
+      else run<64>(s, in.qkv, in.dout, in.scale, out, lse, dqkv, drop);
+      const Reference want = reference(s, in.qkv, in.dout, in.scale, &factors);
+      check_fp32_kernels(s, out, lse, dqkv, want);
+      // Without the mask the kernels give the undropped attention: far from this reference.
+      std::vector<float> plain(in.dout.size(), NAN), plain_lse(lse.size(), NAN), plain_dqkv(in.qkv.size(), NAN);
+      if (s.hd <= 32) run<32>(s, in.qkv, in.dout, in.scale, plain, plain_lse, plain_dqkv);
+      else run<64>(s, in.qkv, in.dout, in.scale, plain, plain_lse, plain_dqkv);
+      CHECK(rel_l2(plain, want.out) > 1e-2);
+    }
+  }
+}
+

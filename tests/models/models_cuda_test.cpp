@@ -286,24 +286,39 @@ TEST_CASE("fused tensor-core attention on cuda tracks the cpu and repeats its bi
 }
 
 // gpt2: Conv1D layouts, dropout 0.1 (the CPU's counter-based masks, computed again by the
-// kernel) and ignored labels (-100) must give the CPU's numbers too.
+// kernels: the dropout kernel, and for the attention probabilities the fused kernels on
+// the fly or the dropout kernel over the materialized [B, H, T, T]) and ignored labels
+// (-100) must give the CPU's numbers too. Fused, no T x T product is formed.
 TEST_CASE("gpt2 with dropout and ignored labels agrees with the cpu", "[cuda]") {
   ModelConfig cfg = small_gpt();
   cfg.n_positions = 64;
   cfg.dropout = 0.1f;
-  auto cpu = make_model("gpt2", cfg);
-  auto gpu = make_model("gpt2", cfg);
-  gpu->to_cuda(0);
-  for (int step = 0; step < 2; ++step) {  // two steps: the second draws other masks
-    Batch b = make_batch(*cpu, 3, 40 + step);
-    for (size_t i = 0; i < b.labels.size(); i += 4) b.labels[i] = -100;
-    cpu->zero_grad();
-    gpu->zero_grad();
-    const float l_cpu = cpu->train_step(b.in, b.target);
-    const float l_gpu = gpu->train_step(b.in, b.target);
-    INFO("step " << step << ": loss cpu " << l_cpu << " cuda " << l_gpu);
-    CHECK(std::abs(l_gpu - l_cpu) <= 1e-5 * std::abs(l_cpu));
-    CHECK(rel_error(gpu->flat_grads(), cpu->flat_grads()) < 1e-4);
+  for (const CudaAttention kind : {CudaAttention::fused, CudaAttention::materialized}) {
+    const bool fused = kind == CudaAttention::fused;
+    DYNAMIC_SECTION((fused ? "fused attention" : "materialized attention")) {
+      set_cuda_attention(kind);
+      auto cpu = make_model("gpt2", cfg);
+      auto gpu = make_model("gpt2", cfg);
+      gpu->to_cuda(0);
+      for (int step = 0; step < 2; ++step) {  // two steps: the second draws other masks
+        Batch b = make_batch(*cpu, 3, 40 + step);
+        for (size_t i = 0; i < b.labels.size(); i += 4) b.labels[i] = -100;
+        cpu->zero_grad();
+        gpu->zero_grad();
+        const float l_cpu = cpu->train_step(b.in, b.target);
+        GemmRecorder rec;
+        const float l_gpu = recorded_step(*gpu, b, rec);
+        INFO("step " << step << ": loss cpu " << l_cpu << " cuda " << l_gpu);
+        CHECK(std::abs(l_gpu - l_cpu) <= 1e-5 * std::abs(l_cpu));
+        CHECK(rel_error(gpu->flat_grads(), cpu->flat_grads()) < 1e-4);
+        const int64_t t = b.in.sample_shape.back();
+        int64_t score_products = 0;
+        for (const auto& [shape, count] : rec.calls())
+          if (shape.m == t && shape.n == t && shape.k == cfg.d_model / cfg.n_head) score_products += count;
+        CHECK((score_products == 0) == fused);
+      }
+      set_cuda_attention(CudaAttention::fused);
+    }
   }
 }
 
