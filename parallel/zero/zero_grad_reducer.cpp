@@ -2,24 +2,34 @@
 
 #include <stdexcept>
 
+#include "device/runtime.h"
 #include "models/page_memory.h"
 #include "parallel/precision/wire16.h"
 
 namespace dpt {
 
 ZeroGradReducer::ZeroGradReducer(Module& model, Communicator& comm, const ShardLayout& layout, const DdpConfig& config,
-                                 std::span<float> grad_shard)
+                                 std::span<float> grad_shard, float* device_grad_shard)
     : model_(model),
       comm_(&comm),
       layout_(layout),
       config_(config),
       grad_shard_(grad_shard),
+      device_grad_shard_(device_grad_shard),
       scheduler_(model, config.first_bucket_bytes, config.bucket_bytes, config.overlap, /*complete_early=*/true,
-                 BucketOps{nullptr,
+                 BucketOps{[this](size_t) {
+                             // Device pieces are read by another stream or thread: the
+                             // kernels producing them must be done (not comm time).
+                             if (device_grad_shard_) device::wait_for_kernels();
+                           },
                            [this](size_t i, const BucketRange& b, std::vector<WorkPtr>& works) { return launch(i, b, works); },
                            [this](size_t i, const BucketRange& b) { complete(i, b); }}) {
   if (config_.wire != DType::f32) check_wire16(config_.wire, "ZeRO-2 gradient reduction");
   if (grad_shard_.size() != layout_.shard) throw std::logic_error("ZeRO-2: gradient shard has the wrong size");
+  if (device_grad_shard_) {
+    if (config_.wire != DType::f32) throw std::logic_error("ZeRO-2: device pieces are reduced in f32 only");
+    model_.set_grad_download(false);  // the gradients stay on the device
+  }
   // Buckets exactly as DDP cuts them, then cut at shard boundaries: one piece per
   // owner the bucket touches.
   for (const BucketRange& b : scheduler_.buckets()) {
@@ -40,7 +50,8 @@ void ZeroGradReducer::set_communicator(Communicator& comm) {
 }
 
 int64_t ZeroGradReducer::launch(size_t i, const BucketRange& b, std::vector<WorkPtr>& works) {
-  float* grads = model_.flat_grads().data();
+  // Device mode reads the device gradients: no host view (which would download them all).
+  float* grads = device_grad_shard_ ? nullptr : model_.flat_grads().data();
   const int me = comm_->rank();
   if (config_.wire != DType::f32) {
     // 16-bit: divide, round, sum on the wire (as DDP's compression); every rank
@@ -51,6 +62,16 @@ int64_t ZeroGradReducer::launch(size_t i, const BucketRange& b, std::vector<Work
     for (const Piece& pc : pieces_[i]) {
       Buffer buf{wire.data() + (pc.begin - b.begin), pc.end - pc.begin, config_.wire, {}};
       works.push_back(comm_->reduce_async(buf, buf, ReduceOp::sum, pc.owner));
+    }
+  } else if (device_grad_shard_) {
+    const Device d = device::current();
+    float* device_grads = model_.store().device_flat_grads();
+    for (const Piece& pc : pieces_[i]) {
+      Buffer send{device_grads + pc.begin, pc.end - pc.begin, DType::f32, d};
+      Buffer recv = pc.owner == me ? Buffer{device_grad_shard_ + (pc.begin - layout_.begin(me)), pc.end - pc.begin,
+                                            DType::f32, d}
+                                   : send;
+      works.push_back(comm_->reduce_async(send, recv, ReduceOp::avg, pc.owner));
     }
   } else {
     for (const Piece& pc : pieces_[i]) {
@@ -66,6 +87,7 @@ int64_t ZeroGradReducer::launch(size_t i, const BucketRange& b, std::vector<Work
 }
 
 void ZeroGradReducer::complete(size_t i, const BucketRange& b) {
+  if (device_grad_shard_) return;  // the device buffer is zeroed by the next zero_grad
   float* grads = model_.flat_grads().data();
   if (config_.wire != DType::f32) {
     const int me = comm_->rank();

@@ -21,6 +21,10 @@
 //            place; the owner widens its pieces into its fp32 shard when complete.
 //   no_sync  micro-steps of gradient accumulation: gradients add up in the flat buffer
 //            and nothing is communicated or released (begin_backward(false)).
+//   device   device-resident ZeRO-2 (--optimizer-device cuda): the pieces are reduced from
+//            the model's device gradients straight into the owner's device shard (NCCL
+//            natively, staged by tcp and mpi); f32 only; nothing is released (the
+//            device buffer is zeroed by the next zero_grad) and nothing comes down.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -35,9 +39,10 @@ namespace dpt {
 
 class ZeroGradReducer {
  public:
-  // grad_shard: this rank's S-element gradient shard, written by the reduces.
+  // grad_shard: this rank's S-element gradient shard, written by the reduces; with
+  // device_grad_shard (S device floats) the reduces write there instead (device, above).
   ZeroGradReducer(Module& model, Communicator& comm, const ShardLayout& layout, const DdpConfig& config,
-                  std::span<float> grad_shard);
+                  std::span<float> grad_shard, float* device_grad_shard = nullptr);
 
   void set_communicator(Communicator& comm);
   void begin_backward(bool sync) { scheduler_.begin_backward(sync); }
@@ -58,6 +63,7 @@ class ZeroGradReducer {
   ShardLayout layout_;
   DdpConfig config_;
   std::span<float> grad_shard_;
+  float* device_grad_shard_ = nullptr;         // device mode
   std::vector<std::vector<Piece>> pieces_;     // per bucket
   std::vector<std::vector<uint16_t>> wire_;    // per bucket: the 16-bit copy while in flight
   BucketScheduler scheduler_;

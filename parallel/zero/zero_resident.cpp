@@ -1,8 +1,9 @@
-// ZeRO-1 device-resident (--zero 1 --optimizer-device cuda, zero_strategy.h): the shard
-// optimizer's state, the parameters and the gradients stay on the GPU. The gradients are
-// allreduced as DDP's device-resident buckets are (grad_allreduce.h, nothing comes down),
-// each rank steps its shard of the device parameters with its shard of the device
-// gradients, and the shards are allgathered in place on the device buffer. Host views
+// ZeRO-1 and -2 device-resident (--zero 1|2 --optimizer-device cuda, zero_strategy.h): the
+// shard optimizer's state, the parameters and the gradients stay on the GPU. Stage 1
+// allreduces the gradients as DDP's device-resident buckets are (grad_allreduce.h,
+// nothing comes down); stage 2 reduces each bucket's pieces into the owner's device
+// gradient shard (zero_grad_reducer.h). Each rank steps its shard of the device parameters
+// with its device gradients, and the shards are allgathered in place on the device buffer. Host views
 // (checkpoints, elastic snapshots) refresh from the device through ParamStore and
 // Optimizer::state_buffers, as device-resident DDP's do.
 #include <chrono>
@@ -18,11 +19,15 @@ namespace dpt {
 
 float* ZeroStrategy::device_shard(float* flat) const { return flat + layout_.begin(comm_->rank()); }
 
+float* ZeroStrategy::device_grads_to_step() {
+  return stage_ == 1 ? device_shard(model_.store().device_flat_grads()) : device_grad_shard_.data();
+}
+
 void ZeroStrategy::step_on_device(float lr) {
   ParamStore& s = model_.store();
   s.sync_device_params();  // a host view handed out since the forward may have written
   float* mine = device_shard(s.device_flat_params());
-  optimizer_->step_on_device(mine, device_shard(s.device_flat_grads()), lr);
+  optimizer_->step_on_device(mine, device_grads_to_step(), lr);
   const auto t0 = std::chrono::steady_clock::now();
   // The communicator reads the shard outside the kernel stream (NCCL's stream, or the
   // staging copies of tcp and mpi): the step's kernels must be done first.
@@ -39,7 +44,7 @@ void ZeroStrategy::step_on_device(float lr) {
 
 void ZeroStrategy::clip_grad_norm_on_device(float max_norm) {
   ParamStore& s = model_.store();
-  float* g = device_shard(s.device_flat_grads());
+  float* g = device_grads_to_step();
   // Padding gradients are zero, so the shards' squares sum to the full buffer's.
   double sq = gpu::squared_norm(g, layout_.shard);
   comm_->allreduce(Buffer{&sq, 1, DType::f64, {}}, ReduceOp::sum);
@@ -51,7 +56,7 @@ void ZeroStrategy::clip_grad_norm_on_device(float max_norm) {
 bool ZeroStrategy::unscale_owned_grads(float inv_scale) {
   if (!on_device_) return ParallelStrategy::unscale_owned_grads(inv_scale);
   ParamStore& s = model_.store();
-  const bool found = gpu::scale_and_find_nonfinite(device_shard(s.device_flat_grads()), layout_.shard, inv_scale);
+  const bool found = gpu::scale_and_find_nonfinite(device_grads_to_step(), layout_.shard, inv_scale);
   s.device_grads_updated();
   return found;
 }
@@ -61,7 +66,7 @@ void ZeroStrategy::poison_owned_grad() {
   ParamStore& s = model_.store();
   if (layout_.shard == 0) return;
   const float inf = std::numeric_limits<float>::infinity();
-  device::copy(device_shard(s.device_flat_grads()), &inf, sizeof inf);  // ordered after backward's kernels
+  device::copy(device_grads_to_step(), &inf, sizeof inf);  // ordered after backward's kernels
   s.device_grads_updated();
 }
 

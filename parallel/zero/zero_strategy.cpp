@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/store/elastic_membership.h"
+#include "device/runtime.h"
 #include "models/page_memory.h"
 #include "optim/clip_grad.h"
 #include "parallel/optimizer_shards.h"
@@ -26,8 +27,8 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
     const auto refuse = [&](const std::string& why) {
       throw std::invalid_argument("ZeRO-" + std::to_string(stage_) + ": --optimizer-device cuda " + why);
     };
-    if (stage_ != 1)
-      refuse("works at stage 1 only: stages 2 and 3 reduce-scatter into host shards (their device side is not built)");
+    if (stage_ == 3)
+      refuse("works at stages 1 and 2: stage 3 gathers its parameters into host memory (its device side is not built)");
     if (!model.on_cuda()) refuse("needs the model on CUDA (--device cuda)");
     if (!optimizer_->has_device_step()) refuse("needs an optimizer with a device step, not " + optimizer_->name());
     if (config.ddp.wire != DType::f32) refuse("reduces fp32 device buckets: not with --grad-compress bf16/fp16");
@@ -60,7 +61,12 @@ ZeroStrategy::ZeroStrategy(Module& model, Communicator& comm, const StrategyConf
     // The full gradient buffer starts released: only buckets in flight become resident.
     auto g = model_.flat_grads();
     release_slice(g.data(), g.data() + g.size());
-    reducer_ = std::make_unique<ZeroGradReducer>(model_, comm, layout_, config.ddp, std::span<float>(grad_shard_));
+    if (on_device_) {
+      device_grad_shard_.reserve(layout_.shard);
+      device::zero_on_kernel_stream(device_grad_shard_.data(), layout_.shard * sizeof(float));
+    }
+    reducer_ = std::make_unique<ZeroGradReducer>(model_, comm, layout_, config.ddp, std::span<float>(grad_shard_),
+                                                 on_device_ ? device_grad_shard_.data() : nullptr);
     if (stage_ == 3)
       gatherer_ = std::make_unique<ZeroParamGatherer>(model_, comm, layout_, config.ddp.overlap, config.precision);
   }
@@ -84,7 +90,11 @@ std::span<float> ZeroStrategy::param_shard() {
 }
 
 std::span<float> ZeroStrategy::grad_shard() {
-  if (stage_ >= 2) return grad_shard_;
+  if (stage_ >= 2) {
+    // Device-resident: a host view for reading (refreshed from the device shard).
+    if (on_device_) device::copy(grad_shard_.data(), device_grad_shard_.data(), layout_.shard * sizeof(float));
+    return grad_shard_;
+  }
   return model_.store().padded_grads(layout_.padded()).subspan(layout_.begin(comm_->rank()), layout_.shard);
 }
 
@@ -121,7 +131,8 @@ void ZeroStrategy::set_communicator(Communicator& comm) {
 void ZeroStrategy::zero_grad() {
   // Stages 2 and 3 leave the host buffer zero and released after every step
   // (zero_grad_reducer.h); touching it would make every page resident again.
-  if (stage_ == 1) model_.zero_grad();
+  // Device-resident: Module::zero_grad zeroes the device gradients only.
+  if (stage_ == 1 || on_device_) model_.zero_grad();
   else model_.zero_device_grad();  // ... but the CUDA mirror is not zero
 }
 

@@ -27,12 +27,13 @@
 //                    updated shards are broadcast from their owners asynchronously and
 //                    the next forward waits per layer only for what it reads
 //                    (zero_param_refresher.h); the same bytes arrive, so the same bits.
-//   device-resident  stage 1 with --optimizer-device cuda (zero_resident.cpp): the shard
-//                    optimizer's state, the parameters and the gradients stay on the
-//                    GPU; device buckets are allreduced, each rank steps its device shard
-//                    and the shards are allgathered in place on the device (blocking:
-//                    the refresh is host-side). Stages 2 and 3 reduce-scatter into host
-//                    shards and are refused with it.
+//   device-resident  stages 1 and 2 with --optimizer-device cuda (zero_resident.cpp): the
+//                    shard optimizer's state, the parameters and the gradients stay on
+//                    the GPU; stage 1 allreduces device buckets, stage 2 reduces device
+//                    pieces into a device gradient shard (zero_grad_reducer.h); each rank
+//                    steps its device shard and the shards are allgathered in place on
+//                    the device (blocking: the refresh is host-side). Stage 3 gathers
+//                    into host memory and is refused with it.
 //   comm time        gradient sync (as DDP reports it) plus the parameter allgather:
 //                    with overlap off it is blocking and counts as exposed too; with
 //                    overlap on the refresh's time is reported in the next step, with
@@ -42,6 +43,7 @@
 #include <span>
 #include <vector>
 
+#include "models/cuda/device_floats.h"
 #include "parallel/ddp/grad_allreduce.h"
 #include "parallel/parallel_strategy.h"
 #include "parallel/precision/master_weights.h"
@@ -112,6 +114,9 @@ class ZeroStrategy : public ParallelStrategy {
   // Device-resident stage 1 (zero_resident.cpp): this rank's shard of a device flat
   // buffer; the step and the clipping on the device.
   float* device_shard(float* flat) const;
+  // The device gradients this rank steps: its slice of the model's (stage 1) or the
+  // reduced device shard (stage 2).
+  float* device_grads_to_step();
   void step_on_device(float lr);
   void clip_grad_norm_on_device(float max_norm);
 
@@ -119,6 +124,7 @@ class ZeroStrategy : public ParallelStrategy {
   ShardLayout layout_;
   std::unique_ptr<GradAllreduce> allreduce_;      // stage 1
   std::vector<float> grad_shard_;                 // stages 2, 3: S elements
+  DeviceFloats device_grad_shard_;                // stage 2 device-resident: S device elements
   std::unique_ptr<ZeroGradReducer> reducer_;      // stages 2, 3
   std::unique_ptr<ZeroParamGatherer> gatherer_;   // stage 3
   std::unique_ptr<ZeroParamRefresher> refresher_; // stages 1, 2 with overlap

@@ -32,7 +32,7 @@ expect 2 "--loss-scale-window must be at least 1" -- --precision fp16 --loss-sca
 expect 2 "--debug-inject-inf: 'x' is not a step" -- --debug-inject-inf 1:x
 expect 2 "--optimizer-device 'gpu': valid are cpu, cuda" -- --optimizer-device gpu
 expect 2 "--optimizer-device cuda: needs --device cuda" -- --optimizer-device cuda
-expect 2 "--optimizer-device cuda: DDP or ZeRO-1 only \(ZeRO-2/3 reduce-scatter into host shards\), not --zero 2" -- --device cuda --optimizer-device cuda --zero 2
+expect 2 "--optimizer-device cuda: DDP, ZeRO-1 or ZeRO-2 \(ZeRO-3 gathers its parameters into host memory\), not --zero 3" -- --device cuda --optimizer-device cuda --zero 3
 expect 2 "--optimizer-device cuda: reduces fp32 device buckets, not --grad-compress bf16" -- --device cuda --optimizer-device cuda --grad-compress bf16
 # Device-resident mixed precision keeps fp32 device buckets: an explicit 16-bit wire is
 # refused, the one --precision implies elsewhere is not (below: such a run passes every

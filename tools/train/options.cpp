@@ -152,7 +152,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("overlap-comm", po::value(&o.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
     ("device", po::value(&o.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; every model; the convolutions need cuDNN 9)")
     ("device-buckets", po::value(&o.device_buckets)->default_value("auto"), "auto | always: with --device cuda, reduce gradient buckets as device buffers only where the backend takes them (nccl, CUDA-aware MPI), else download each gradient once and reduce on the host; always = device buckets everywhere (staged; for measurements)")
-    ("optimizer-device", po::value(&o.optimizer_device)->default_value("cpu"), "cpu | cuda: where the optimizer steps with --device cuda. cuda = device-resident training: parameters, gradients and optimizer state (sgd, adam, adamw) stay on the GPU, gradient clipping too, and a step moves nothing over PCIe but fp16's 4-byte overflow verdict (DDP, or ZeRO-1 with its shard's state on the GPU and the parameters allgathered there; fp32, bf16 or fp16 with fp32 device masters and gradients, as autocast keeps them; no --grad-compress; docs/gpu.md)")
+    ("optimizer-device", po::value(&o.optimizer_device)->default_value("cpu"), "cpu | cuda: where the optimizer steps with --device cuda. cuda = device-resident training: parameters, gradients and optimizer state (sgd, adam, adamw) stay on the GPU, gradient clipping too, and a step moves nothing over PCIe but fp16's 4-byte overflow verdict (DDP, or ZeRO-1/2 with the shard's state and gradients on the GPU and the parameters allgathered there; fp32, bf16 or fp16 with fp32 device masters and gradients, as autocast keeps them; no --grad-compress; docs/gpu.md)")
     ("shuffle", "shuffle the data each epoch (default)")
     ("no-shuffle", po::bool_switch(&o.no_shuffle), "keep the data in order")
     ("bucket-mb", po::value(&o.bucket_mb)->default_value(25.0), "DDP bucket size in MiB")
@@ -254,8 +254,9 @@ void check_options(Options& o, const po::variables_map& vm) {
       throw std::invalid_argument("--optimizer-device cuda: " + why);
     };
     if (o.device != "cuda") refuse("needs --device cuda");
-    if (o.zero > 1)
-      refuse("DDP or ZeRO-1 only (ZeRO-2/3 reduce-scatter into host shards), not --zero " + std::to_string(o.zero));
+    if (o.zero > 2)
+      refuse("DDP, ZeRO-1 or ZeRO-2 (ZeRO-3 gathers its parameters into host memory), not --zero " +
+             std::to_string(o.zero));
     if (o.grad_compress != "none") refuse("reduces fp32 device buckets, not --grad-compress " + o.grad_compress);
   }
   if (o.grad_compress == "none") ddp.wire = dpt::DType::f32;
