@@ -14,6 +14,8 @@
 //               AVX512-BF16; the replay below then runs them as gemm_bf16 too.
 //   serial loops --serial-loops: LayerNorm, GELU, adds, softmax, loss and Adam on one
 //               thread (SerialLoopsScope), as before they ran on parallel_for's threads.
+//   keep logits --keep-logits: the loss writes the logits' gradient into its own buffer
+//               (Module::set_keep_output), as before it wrote over the logits.
 //   sgemm       OpenBLAS on exactly those calls: the ceiling. One round of them is timed
 //               right after each timed step, so each step has a ceiling measured under
 //               the same load; the GEMM ratio is sgemm-round time / step time, per pair,
@@ -24,7 +26,7 @@
 //   model states 16 bytes per parameter: parameters, gradients, Adam's two moments.
 //   activations the bytes held in HostFloats (models/huge_pages.h) at their peak minus
 //               the model states: every layer's kept outputs, its backward buffers, the
-//               logits and their gradient, measured, not estimated.
+//               logits (their gradient written over them), measured, not estimated.
 //   cpu         the same phases in process CPU time (CLOCK_PROCESS_CPUTIME_ID): with
 //               OPENBLAS_NUM_THREADS=1 (GEMMs and loops on one thread) a loaded machine
 //               stretches wall time but barely the CPU time, so cpu_tokens_per_s is the
@@ -82,6 +84,7 @@ int main(int argc, char** argv) {
       "dropout", po::value(&dropout), "dropout (GPT-2: 0.1)")("lr", po::value(&lr), "Adam learning rate")(
       "no-gemm", "skip the sgemm ceiling measurement")(
       "serial-loops", "run the layers' and Adam's loops on one thread (models/parallel_for.h), for comparison")(
+      "keep-logits", "the loss writes its gradient into a buffer of its own, not over the logits (for comparison)")(
       "precision", po::value(&precision),
       "fp32 | bf16: the model's GEMM precision (bf16: bf16 operands, fp32 accumulation, where native; "
       "fp32 weights and Adam either way)");
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
     cfg.seq_len = seq;
     cfg.dropout = dropout;
     auto model = dpt::make_model("gpt2", cfg);
+    model->set_keep_output(vm.count("keep-logits") > 0);
     std::printf("# GEMM: %s\n", dpt::gemm_engine_description().c_str());
     if (precision == "bf16") {
       model->set_gemm_precision(dpt::GemmPrecision::bf16);

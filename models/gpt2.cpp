@@ -81,7 +81,8 @@ int64_t gpt2_largest_layer_params(const ModelConfig& cfg) {
 double gpt2_activation_bytes(const ModelConfig& cfg, int64_t batch) {
   const double s = double(cfg.seq_len), b = double(batch), h = double(cfg.d_model), a = double(cfg.n_head);
   const double per_block = 4 * (44 * s * b * h + 2 * a * s * s * b);  // fitted (gpt2.h)
-  return double(cfg.n_layer) * per_block + 2 * 4 * b * s * double(cfg.vocab) + 4 * b * s * h;
+  // The logits once: the loss writes their gradient over them (Module::loss).
+  return double(cfg.n_layer) * per_block + 4 * b * s * double(cfg.vocab) + 4 * b * s * h;
 }
 
 }  // namespace dpt

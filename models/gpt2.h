@@ -57,11 +57,13 @@ int64_t gpt2_largest_layer_params(const ModelConfig& cfg);
 // The fp32 activation memory one training forward/backward of `batch` samples of
 // cfg.seq_len tokens holds in this implementation, where every layer keeps its output
 // and its input-gradient buffer across steps (so they are not reallocated): per block
-// 4 x (44 s b h + 2 a s^2 b) bytes, plus 4 x 2 b s V for the logits and their gradient
-// and 4 b s h for the embedding output. Fitted to bench/gpt2_step's measured
+// 4 x (44 s b h + 2 a s^2 b) bytes, plus 4 b s V for the logits (their gradient is
+// written over them, Module::loss) and 4 b s h for the embedding output. Fitted to bench/gpt2_step's measured
 // "activations and buffers" (HostFloats peak minus the model states; dropout 0.1) on
 // 124M at b4 s64, b4 s256, b8 s64 and 774M at b4 s64 (within 0.8% of each), and checked
-// on 355M at b2 s128 (1251 MiB estimated, 1256 measured). Korthikanti et al.'s (2022)
+// on 355M at b2 s128, when the logits' gradient had a buffer of its own; since it is
+// written over them, 124M measures 468, 2086 and 935 MiB there (estimates 464, 2071,
+// 928: within 1%). Korthikanti et al.'s (2022)
 // minimum for a block is 34 s b h + 5 a s^2 b bytes in 16 bits, i.e. 17 s b h floats:
 // this one holds 2.6x that. Used to refuse a job that will not fit (train/memory_check.h).
 double gpt2_activation_bytes(const ModelConfig& cfg, int64_t batch);

@@ -73,17 +73,32 @@ float Loss::forward(const Tensor& output, const ModelTarget& target, float grad_
   return static_cast<float>(s.mean());
 }
 
+LossSum Loss::forward_sum(const Tensor& output, const ModelTarget& target, float grad_scale) {
+  grad_.resize_like(output);
+  return compute(output, target, grad_scale, grad_);
+}
+
+float Loss::forward_over(Tensor& output, const ModelTarget& target, float grad_scale) {
+  const int64_t n = count_targets(output, target);
+  const LossSum s = forward_sum_over(output, target, n > 0 ? grad_scale / static_cast<float>(n) : 0.0f);
+  return static_cast<float>(s.mean());
+}
+
+LossSum Loss::forward_sum_over(Tensor& output, const ModelTarget& target, float grad_scale) {
+  grad_ = Tensor();  // a buffer of the output's size is what this saves: give it back
+  return compute(output, target, grad_scale, output);
+}
+
 int64_t SoftmaxCrossEntropy::count_targets(const Tensor& logits, const ModelTarget& target) const {
   if (!target.labels) throw std::invalid_argument("cross entropy needs class labels");
   return count_target_labels(target.labels, logits.numel() / static_cast<size_t>(logits.last_dim()));
 }
 
-LossSum SoftmaxCrossEntropy::forward_sum(const Tensor& logits, const ModelTarget& target, float g_scale) {
+LossSum SoftmaxCrossEntropy::compute(const Tensor& logits, const ModelTarget& target, float g_scale, Tensor& grad) {
   if (!target.labels) throw std::invalid_argument("cross entropy needs class labels");
   const int64_t c = logits.last_dim();
   const size_t rows = logits.numel() / static_cast<size_t>(c);
   for (size_t r = 0; r < rows; ++r) check_label(target.labels[r], r, c);
-  grad_.resize_like(logits);
   LossSum out;
   out.count = count_target_labels(target.labels, rows);
   if (logits.on_cuda()) {
@@ -93,7 +108,7 @@ LossSum SoftmaxCrossEntropy::forward_sum(const Tensor& logits, const ModelTarget
     row_loss_.set_device(TensorDevice::kCuda);
     row_loss_.resize({static_cast<int64_t>(rows)});
     gpu::softmax_cross_entropy(logits.data(), reinterpret_cast<const int32_t*>(labels_device_.data()),
-                               grad_.data(), row_loss_.data(), static_cast<int>(rows), static_cast<int>(c), g_scale,
+                               grad.data(), row_loss_.data(), static_cast<int>(rows), static_cast<int>(c), g_scale,
                                kIgnoreLabel);
     const Tensor per_row = row_loss_.to_host();
     for (size_t r = 0; r < rows; ++r) out.sum += per_row[r];
@@ -106,14 +121,15 @@ LossSum SoftmaxCrossEntropy::forward_sum(const Tensor& logits, const ModelTarget
   parallel_for(static_cast<int64_t>(rows), parallel_grain(4 * c), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* z = logits.data() + r * c;
-      float* g = grad_.data() + r * c;
+      float* g = grad.data() + r * c;  // may be z itself: z[label] is read first
       const int32_t label = target.labels[r];
       if (label == kIgnoreLabel) {
         std::fill(g, g + c, 0.0f);
         continue;
       }
+      const float z_label = z[label];
       const RowExp e = exp_row(z, g, c);
-      row_terms_[r] = std::log(e.sum) + e.max - z[label];
+      row_terms_[r] = std::log(e.sum) + e.max - z_label;
       scale_row(g, c, g_scale / e.sum);
       g[label] -= g_scale;
     }
@@ -124,22 +140,20 @@ LossSum SoftmaxCrossEntropy::forward_sum(const Tensor& logits, const ModelTarget
   return out;
 }
 
-LossSum MseLoss::forward_sum(const Tensor& output, const ModelTarget& target, float grad_scale) {
+LossSum MseLoss::compute(const Tensor& output, const ModelTarget& target, float grad_scale, Tensor& grad) {
   if (!target.values) throw std::invalid_argument("MSE needs regression targets");
   if (output.on_cuda()) {
     // Small regression outputs only (the toy model): computed on a host copy, the
     // gradient uploaded.
     MseLoss host;
     last_ = host.forward_sum(output.to_host(), target, grad_scale);
-    grad_.resize_like(output);
-    device::copy(grad_.data(), host.grad().data(), output.numel() * sizeof(float));
+    device::copy(grad.data(), host.grad().data(), output.numel() * sizeof(float));
     return last_;
   }
   const size_t n = output.numel();
-  grad_.resize_like(output);
   const float* y = output.data();
   const float* t = target.values;
-  float* g = grad_.data();
+  float* g = grad.data();  // may be y itself: y[i] is read before g[i] is written
   const float scale = 2.0f * grad_scale;
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) {

@@ -88,8 +88,21 @@ void Module::zero_grad() {
   store_.zero_device_grads();
 }
 
+namespace {
+const char* const kOutputSpent =
+    ": the loss wrote its gradient over the output (read the output before the loss, or call set_keep_output(true) "
+    "first)";
+}  // namespace
+
+const Tensor& Module::output() const {
+  if (!output_) throw std::logic_error(name_ + ": output() before forward()");
+  if (output_spent_) throw std::logic_error(name_ + ": output() after loss()" + kOutputSpent);
+  return *output_;
+}
+
 const Tensor& Module::host_output() {
   if (!output_) throw std::logic_error(name_ + ": host_output() before forward()");
+  if (output_spent_) throw std::logic_error(name_ + ": host_output() after loss()" + kOutputSpent);
   if (!output_->on_cuda()) return *output_;
   host_output_ = output_->to_host();
   return host_output_;
@@ -132,20 +145,33 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
   }
   ctx_.input = nullptr;  // the caller's buffers are not ours to keep
   output_ = cur;
+  // The last layer hands out a tensor it owns and overwrites at its next forward; its
+  // backward declared it does not read it, so the loss may put the gradient there.
+  grad_over_output_ = !keep_output_ && !layers_.empty() && !layers_.back()->backward_reads_output();
+  output_spent_ = false;
   have_loss_grad_ = false;
   return *cur;
 }
 
+Tensor* Module::output_for_loss(const char* what) {
+  if (!output_) throw std::logic_error(name_ + ": " + what + " before forward()");
+  if (output_spent_) throw std::logic_error(name_ + ": " + what + " twice after one forward" + kOutputSpent);
+  if (!grad_over_output_) return nullptr;
+  output_spent_ = true;
+  return const_cast<Tensor*>(output_);
+}
+
 float Module::loss(const ModelTarget& target, float grad_scale) {
-  if (!output_) throw std::logic_error(name_ + ": loss() before forward()");
-  float value = loss_->forward(*output_, target, grad_scale);
+  Tensor* over = output_for_loss("loss()");
+  const float value = over ? loss_->forward_over(*over, target, grad_scale) : loss_->forward(*output_, target, grad_scale);
   have_loss_grad_ = true;
   return value;
 }
 
 LossSum Module::loss_sum(const ModelTarget& target, float grad_scale) {
-  if (!output_) throw std::logic_error(name_ + ": loss_sum() before forward()");
-  const LossSum value = loss_->forward_sum(*output_, target, grad_scale);
+  Tensor* over = output_for_loss("loss_sum()");
+  const LossSum value =
+      over ? loss_->forward_sum_over(*over, target, grad_scale) : loss_->forward_sum(*output_, target, grad_scale);
   have_loss_grad_ = true;
   return value;
 }
@@ -164,7 +190,7 @@ void Module::backward() {
     if (fp16() && !cuda_) round_to_f16(store_.grad_span(p));
     if (hooks_.on_grad_ready) hooks_.on_grad_ready(info);
   });
-  const Tensor* g = &loss_->grad();
+  const Tensor* g = output_spent_ ? output_ : &loss_->grad();
   for (size_t i = layers_.size(); i-- > 0;) {
     if (hooks_.on_layer_backward) hooks_.on_layer_backward(i);
     if (fp16()) round_produced_to_f16(*g);

@@ -114,7 +114,12 @@ class Module {
   void zero_device_grad() { store_.zero_device_grads(); }
   // Runs every layer; returns the output (logits or predictions).
   const Tensor& forward(const ModelInput& in, bool training = true);
-  // Mean loss of the last forward's output; stores d(grad_scale * loss)/d output.
+  // Mean loss of the last forward's output; stores d(grad_scale * loss)/d output. When
+  // the last layer's backward does not read its output (all the built-in classifiers and
+  // GPT's tied head), the gradient is written over the output itself (loss.h, "over
+  // output"; training and evaluation alike, so an evaluation pass does not allocate the
+  // buffer either): output() and host_output() then refuse, and so does a second loss()
+  // before the next forward. Read the output before the loss, or keep it (below).
   float loss(const ModelTarget& target, float grad_scale = 1.0f);
   // The loss summed over the counted targets, and their count (labels equal to
   // kIgnoreLabel are not targets); stores d(grad_scale * sum)/d output. A trainer that
@@ -124,7 +129,10 @@ class Module {
   void backward();
   // forward + loss + backward.
   float train_step(const ModelInput& in, const ModelTarget& target, float grad_scale = 1.0f);
-  const Tensor& output() const { return *output_; }
+  const Tensor& output() const;
+  // A caller that reads the output after the loss (training accuracy, logged logits)
+  // keeps it: the loss then writes its gradient into a buffer of its own (default off).
+  void set_keep_output(bool keep) { keep_output_ = keep; }
   // The last forward's output in host memory (downloaded on CUDA).
   const Tensor& host_output();
 
@@ -168,12 +176,19 @@ class Module {
   std::vector<int> use_counts_;
   std::vector<bool> need_input_grad_;  // false while no earlier layer has parameters
   std::unique_ptr<Loss> loss_;
+  // The output the loss writes its gradient over (marked spent), or nullptr when the
+  // loss keeps its own gradient buffer; refuses a loss before any forward, or after
+  // the output was spent.
+  Tensor* output_for_loss(const char* what);
   ModuleHooks hooks_;
   GradSink sink_;
   ForwardContext ctx_;
   GemmPrecision gemm_precision_ = GemmPrecision::f32;
   Tensor input_;
   const Tensor* output_ = nullptr;
+  bool keep_output_ = false;
+  bool grad_over_output_ = false;  // this forward's loss writes its gradient over output_
+  bool output_spent_ = false;      // it did: output_ holds the gradient now
   bool have_loss_grad_ = false;
   bool cuda_ = false;
   bool grad_download_ = true;

@@ -56,11 +56,8 @@ EvalSums evaluate_slice(Module& model, const Dataset& dataset, size_t lo, size_t
     std::iota(idx.begin(), idx.end(), start);
     dataset.fill(idx, batch);
     model.forward(model_input(batch), false);
-    const LossSum l = model.loss_sum(model_target(batch), 1.0f);
-    s.loss_sum += l.sum;
-    s.targets += double(l.count);
-    s.samples += double(count);
-    // Accuracy for classifiers: one row of logits per sample.
+    // Accuracy for classifiers: one row of logits per sample, read before the loss
+    // writes its gradient over them (Module::loss).
     if (!batch.labels.empty() && !model.takes_tokens() && batch.labels.size() == count) {
       const Tensor& out = model.host_output();
       s.classifier = 1;
@@ -70,6 +67,10 @@ EvalSums evaluate_slice(Module& model, const Dataset& dataset, size_t lo, size_t
         s.correct += double(std::max_element(row, row + c) - row == batch.labels[i]);
       }
     }
+    const LossSum l = model.loss_sum(model_target(batch), 1.0f);
+    s.loss_sum += l.sum;
+    s.targets += double(l.count);
+    s.samples += double(count);
   }
   return s;
 }

@@ -22,6 +22,8 @@
 #include "models/cuda/drop_mask.cuh"
 #include "models/cuda/gpu_ops.h"
 #include "models/cuda/runtime_library.h"
+#include "models/cuda/softmax_xent_kernel.cuh"
+#include "models/cuda/warp_reduce.cuh"
 
 namespace dpt::gpu {
 
@@ -69,14 +71,6 @@ constexpr int kWarpsPerBlock = kThreads / 32;
 unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 unsigned warp_blocks(int rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
-__device__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
@@ -241,29 +235,6 @@ __global__ void embedding_bwd_pos_k(const float* dy, float* dpos, int samples, i
   dpos[i] = acc;
 }
 
-__global__ void softmax_xent_k(const float* z, const int32_t* labels, float* g, float* row_loss, int rows, int c,
-                               float g_scale, int32_t ignore_label) {
-  const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const float* zr = z + size_t(row) * c;
-  float* gr = g + size_t(row) * c;
-  const int label = labels[row];
-  if (label == ignore_label) {  // an ignored target: no loss, no gradient
-    for (int j = lane; j < c; j += 32) gr[j] = 0.0f;
-    if (lane == 0) row_loss[row] = 0.0f;
-    return;
-  }
-  float mx = -INFINITY;
-  for (int j = lane; j < c; j += 32) mx = fmaxf(mx, zr[j]);
-  mx = warp_max(mx);
-  float s = 0.0f;
-  for (int j = lane; j < c; j += 32) s += expf(zr[j] - mx);
-  s = warp_sum(s);
-  const float scale = g_scale / s;
-  for (int j = lane; j < c; j += 32) gr[j] = expf(zr[j] - mx) * scale - (j == label ? g_scale : 0.0f);
-  if (lane == 0) row_loss[row] = logf(s) + mx - zr[label];
-}
-
 // The host's dropout mask (models/layers/dropout.cpp), in the same integers (drop_mask.cuh).
 __global__ void dropout_k(const float* x, float* y, size_t n, DropMask mask) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -400,8 +371,9 @@ void embedding_backward(const int32_t* groups, int distinct, const float* dy, fl
 void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad, float* row_loss, int rows,
                            int classes, float g_scale, int32_t ignore_label) {
   if (!rows) return;
-  softmax_xent_k<<<warp_blocks(rows), kThreads>>>(logits, labels, grad, row_loss, rows, classes, g_scale,
-                                                   ignore_label);
+  static_assert(xent_kernels::kWarpsPerBlock == kWarpsPerBlock);
+  xent_kernels::softmax_xent_k<<<warp_blocks(rows), kThreads>>>(logits, labels, grad, row_loss, rows, classes,
+                                                                 g_scale, ignore_label);
   check_launch("softmax_cross_entropy");
 }
 

@@ -100,7 +100,7 @@ void embedding_backward(const int32_t* groups, int distinct, const float* dy, fl
                         int t, int d);
 // Softmax cross entropy per row: row_loss[r] = logsumexp(z) - z[label], grad =
 // (softmax - onehot) * g_scale; a row whose label is ignore_label gets loss 0 and a zero
-// gradient. Labels are checked on the host first.
+// gradient. Labels are checked on the host first. grad may be logits itself (in place).
 void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad, float* row_loss, int rows,
                            int classes, float g_scale, int32_t ignore_label);
 // x = float(half(x)), round to nearest even: what ComputePrecision::kF16 does to every

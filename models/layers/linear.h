@@ -26,6 +26,7 @@ class Linear : public Layer {
   const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
   bool supports_cuda() const override { return true; }
   std::vector<size_t> used_params() const override;
+  bool backward_reads_output() const override { return false; }  // x and the weights only
 
  private:
   ParamStore& store_;
