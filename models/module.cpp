@@ -153,17 +153,17 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
   return *cur;
 }
 
-Tensor* Module::output_for_loss(const char* what) {
+Tensor* Module::output_for_loss(const char* what) const {
   if (!output_) throw std::logic_error(name_ + ": " + what + " before forward()");
   if (output_spent_) throw std::logic_error(name_ + ": " + what + " twice after one forward" + kOutputSpent);
-  if (!grad_over_output_) return nullptr;
-  output_spent_ = true;
-  return const_cast<Tensor*>(output_);
+  return grad_over_output_ ? const_cast<Tensor*>(output_) : nullptr;
 }
 
+// The output counts as spent only once the loss has run: a refused label leaves it as it was.
 float Module::loss(const ModelTarget& target, float grad_scale) {
   Tensor* over = output_for_loss("loss()");
   const float value = over ? loss_->forward_over(*over, target, grad_scale) : loss_->forward(*output_, target, grad_scale);
+  output_spent_ = over != nullptr;
   have_loss_grad_ = true;
   return value;
 }
@@ -172,6 +172,7 @@ LossSum Module::loss_sum(const ModelTarget& target, float grad_scale) {
   Tensor* over = output_for_loss("loss_sum()");
   const LossSum value =
       over ? loss_->forward_sum_over(*over, target, grad_scale) : loss_->forward_sum(*output_, target, grad_scale);
+  output_spent_ = over != nullptr;
   have_loss_grad_ = true;
   return value;
 }

@@ -176,10 +176,10 @@ class Module {
   std::vector<int> use_counts_;
   std::vector<bool> need_input_grad_;  // false while no earlier layer has parameters
   std::unique_ptr<Loss> loss_;
-  // The output the loss writes its gradient over (marked spent), or nullptr when the
-  // loss keeps its own gradient buffer; refuses a loss before any forward, or after
-  // the output was spent.
-  Tensor* output_for_loss(const char* what);
+  // The output the loss is to write its gradient over, or nullptr when the loss keeps
+  // its own gradient buffer; refuses a loss before any forward, or after the output was
+  // spent.
+  Tensor* output_for_loss(const char* what) const;
   ModuleHooks hooks_;
   GradSink sink_;
   ForwardContext ctx_;

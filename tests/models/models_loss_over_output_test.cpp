@@ -176,7 +176,12 @@ TEST_CASE("a second loss on one forward is refused, the next forward starts afre
   in.sample_shape = m->sample_shape();
   in.x = x.data();
   const ModelTarget target{labels.data(), nullptr};
-  m->forward(in, true);
+  // A refused label leaves the output readable and the loss callable.
+  const Tensor& out = m->forward(in, true);
+  const Tensor logits = out;
+  std::vector<int32_t> bad{3, 10};
+  CHECK_THROWS_WITH(m->loss({bad.data(), nullptr}, 1.0f), Catch::Contains("label 10 of row 1"));
+  CHECK(same_bits(m->output().data(), logits.data(), logits.numel()));
   const float first = m->loss(target, 1.0f);
   CHECK_THROWS_WITH(m->loss(target, 1.0f), Catch::Contains("loss() twice after one forward"));
   CHECK_THROWS_WITH(m->loss_sum(target, 1.0f), Catch::Contains("loss_sum() twice"));
