@@ -87,7 +87,7 @@ class Layer {
   // refuses a model with a layer that does not).
   virtual bool supports_cuda() const { return false; }
   // Whether backward reads the tensor forward returned. When the last layer's does not,
-  // a training step's loss writes its gradient over that tensor (Module::loss, loss.h:
+  // the loss writes its gradient over that tensor (Module::loss, loss.h:
   // no second [B, T, V] buffer for a language model's logits). True unless a layer
   // says otherwise.
   virtual bool backward_reads_output() const { return true; }

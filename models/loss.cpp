@@ -67,10 +67,13 @@ int64_t count_target_labels(const int32_t* labels, size_t n) {
   return count;
 }
 
-float Loss::forward(const Tensor& output, const ModelTarget& target, float grad_scale) {
+float Loss::mean_scale(const Tensor& output, const ModelTarget& target, float grad_scale) const {
   const int64_t n = count_targets(output, target);
-  const LossSum s = forward_sum(output, target, n > 0 ? grad_scale / static_cast<float>(n) : 0.0f);
-  return static_cast<float>(s.mean());
+  return n > 0 ? grad_scale / static_cast<float>(n) : 0.0f;
+}
+
+float Loss::forward(const Tensor& output, const ModelTarget& target, float grad_scale) {
+  return static_cast<float>(forward_sum(output, target, mean_scale(output, target, grad_scale)).mean());
 }
 
 LossSum Loss::forward_sum(const Tensor& output, const ModelTarget& target, float grad_scale) {
@@ -79,9 +82,7 @@ LossSum Loss::forward_sum(const Tensor& output, const ModelTarget& target, float
 }
 
 float Loss::forward_over(Tensor& output, const ModelTarget& target, float grad_scale) {
-  const int64_t n = count_targets(output, target);
-  const LossSum s = forward_sum_over(output, target, n > 0 ? grad_scale / static_cast<float>(n) : 0.0f);
-  return static_cast<float>(s.mean());
+  return static_cast<float>(forward_sum_over(output, target, mean_scale(output, target, grad_scale)).mean());
 }
 
 LossSum Loss::forward_sum_over(Tensor& output, const ModelTarget& target, float grad_scale) {

@@ -72,6 +72,8 @@ class Loss {
   // output's shape and device and may be `output` itself: each element is read before
   // its gradient is written. Sets last_.
   virtual LossSum compute(const Tensor& output, const ModelTarget& target, float g_scale, Tensor& grad) = 0;
+  // The gradient scale that makes the sum's gradient the mean's: grad_scale / count.
+  float mean_scale(const Tensor& output, const ModelTarget& target, float grad_scale) const;
 
   Tensor grad_;
   LossSum last_;

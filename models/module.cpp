@@ -145,9 +145,6 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
   }
   ctx_.input = nullptr;  // the caller's buffers are not ours to keep
   output_ = cur;
-  // The last layer hands out a tensor it owns and overwrites at its next forward; its
-  // backward declared it does not read it, so the loss may put the gradient there.
-  grad_over_output_ = !keep_output_ && !layers_.empty() && !layers_.back()->backward_reads_output();
   output_spent_ = false;
   have_loss_grad_ = false;
   return *cur;
@@ -156,7 +153,10 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
 Tensor* Module::output_for_loss(const char* what) const {
   if (!output_) throw std::logic_error(name_ + ": " + what + " before forward()");
   if (output_spent_) throw std::logic_error(name_ + ": " + what + " twice after one forward" + kOutputSpent);
-  return grad_over_output_ ? const_cast<Tensor*>(output_) : nullptr;
+  // The last layer hands out a tensor it owns and overwrites at its next forward; when its
+  // backward does not read it, the loss may put the gradient there.
+  const bool over = !keep_output_ && !layers_.empty() && !layers_.back()->backward_reads_output();
+  return over ? const_cast<Tensor*>(output_) : nullptr;
 }
 
 // The output counts as spent only once the loss has run: a refused label leaves it as it was.

@@ -187,8 +187,7 @@ class Module {
   Tensor input_;
   const Tensor* output_ = nullptr;
   bool keep_output_ = false;
-  bool grad_over_output_ = false;  // this forward's loss writes its gradient over output_
-  bool output_spent_ = false;      // it did: output_ holds the gradient now
+  bool output_spent_ = false;  // the loss wrote its gradient over output_
   bool have_loss_grad_ = false;
   bool cuda_ = false;
   bool grad_download_ = true;
