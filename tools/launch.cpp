@@ -26,6 +26,7 @@
 
 #include "comm/env.h"
 #include "comm/store/job_token.h"
+#include "tools/launch/cpu_binding.h"
 #include "tools/launch/elastic_role.h"
 #include "tools/launch/job.h"
 #include "tools/launch/options.h"
@@ -77,6 +78,9 @@ int main(int argc, char** argv) {
   int exit_code = 2;
   if (!parse(argc, argv, o, exit_code)) return exit_code;
   if (!ensure_job_token(o) || !choose_master_port(o)) return 2;
+  o.slot_cpus = launch::plan_binding(o);
+  if (o.bind == "cores") launch::say("--bind cores: " + launch::binding_text(o, o.slot_cpus));
+  if (!launch::set_thread_env(o)) return 2;
   std::unique_ptr<ElasticRole> elastic;
   if (o.elastic && !(elastic = join_elastic_job(o))) return 2;
   if (!route_signals()) return 2;

@@ -13,6 +13,7 @@
 #include "tools/train/elastic_setup.h"
 #include "tools/train/options.h"
 #include "tools/train/report.h"
+#include "train/cpu_threads_setup.h"
 #include "train/dist_trainer.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +22,14 @@ int main(int argc, char** argv) {
   dpt::tools::Cli cli("train", "train: data-parallel training (DDP, ZeRO 1-3) over the backends below");
   train::add_options(cli, o);
   if (auto rc = cli.parse(argc, argv, [&](const auto& vm) { train::check_options(o, vm); })) return *rc;
+  // Threads per rank before anything starts a thread (may re-execute this program once to
+  // make its threads wait passively: train/cpu_threads_setup.h).
+  try {
+    o.threads_text = dpt::setup_cpu_threads(argv, o.threads).text();
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "train: error: " << e.what() << std::endl;
+    return 2;
+  }
 
   std::unique_ptr<dpt::Communicator> comm;
   std::optional<train::ElasticSetup> elastic;

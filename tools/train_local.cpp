@@ -31,6 +31,7 @@
 #include "tools/model_flags.h"
 #include "tools/optim_flags.h"
 #include "tools/run_flags.h"
+#include "train/cpu_threads_setup.h"
 #include "train/local_trainer.h"
 
 namespace po = boost::program_options;
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
   dpt::tools::DataFlags data_flags;
   bool eval_only = false;
   std::string precision = "fp32";
+  int threads = 0;
   cfg.lr_config.lr = 1e-3f;
   cfg.lr_config.total_steps = 0;
   dpt::tools::Cli cli("train_local", "train_local: single-process training of toy | mlp | cnn | gpt | gpt2 | resnet18");
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
     ("min-accuracy", po::value(&min_accuracy)->default_value(0), "exit 1 if final accuracy is below")
     ("max-entropy-ratio", po::value(&max_entropy_ratio)->default_value(0), "exit 1 if val loss / unigram entropy is above")
     ("min-gemm-ratio", po::value(&min_gemm_ratio)->default_value(0), "exit 1 if achieved / sgemm GFLOP/s is below")
+    ("threads", po::value(&threads)->default_value(0), "compute threads (products, loops); 0: the cores this process may use, unless OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says")
     ("precision", po::value(&precision)->default_value("fp32"), "fp32 | bf16: bf16 runs the matrix products and convolutions with bf16 operands and fp32 accumulation, fp32 master weights (as torch.autocast(\"cpu\", dtype=torch.bfloat16)), where the CPU has AMX-BF16 or AVX512-BF16; elsewhere they stay fp32 and a line says so");
   dpt::tools::add_model_aliases(cli);
   dpt::tools::add_data_aliases(cli);
@@ -128,6 +131,13 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--precision: expected fp32 or bf16, got '" + precision + "'");
   });
   if (rc) return *rc;
+  std::string threads_text;
+  try {
+    threads_text = dpt::setup_cpu_threads(argv, threads).text();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "train_local: error: %s\n", e.what());
+    return 2;
+  }
   cfg.on_log = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -155,6 +165,7 @@ int main(int argc, char** argv) {
     if (!cfg.init_from.empty()) row("init from", cfg.init_from);
     row("augmentation", dpt::augment_name(cfg.image.augment));
     row("precision", precision);
+    row("threads", threads_text);
     std::printf("+--------------------+--------------------------------------+\n");
     if (precision == "bf16") std::printf("--precision bf16: %s\n", dpt::bf16_gemm_description().c_str());
     if (c.model == "resnet18" || c.model == "cnn") std::printf("%s\n", dpt::conv_engine_description().c_str());

@@ -12,6 +12,7 @@
 
 #include "backends/registry.h"
 #include "tests/support/dist_test.h"
+#include "train/cpu_threads_setup.h"
 
 namespace dpt::test {
 namespace {
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   try {
+    // Threads per rank as the programs plan them (the ranks share this host's cores).
+    dpt::setup_cpu_threads(argv, 0);
     dpt::test::g_world = dpt::backends::create(backend);
     dpt::test::g_backend = dpt::backends::resolve(backend);
     Catch::Session session;

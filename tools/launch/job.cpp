@@ -13,6 +13,7 @@
 
 #include "comm/env.h"
 #include "comm/store/elastic_membership.h"
+#include "tools/launch/cpu_binding.h"
 
 namespace launch {
 
@@ -52,6 +53,10 @@ pid_t spawn(const Options& o, int slot, const std::string& id, int out_fd, int e
     ::setenv(dpt::env::kElasticId, id.c_str(), 1);
     ::setenv(dpt::env::kElasticMin, std::to_string(o.world_min()).c_str(), 1);
     ::setenv(dpt::env::kElasticMax, std::to_string(o.world_max()).c_str(), 1);
+  }
+  if (!bind_this_process(o.slot_cpus.empty() ? std::vector<int>{} : o.slot_cpus[size_t(slot)])) {
+    write_all(2, "launch: --bind cores: sched_setaffinity refused: " + std::string(std::strerror(errno)) + "\n");
+    ::_exit(127);
   }
   std::vector<char*> args;
   for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));

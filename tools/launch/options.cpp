@@ -16,7 +16,7 @@ namespace launch {
 namespace {
 
 const char* const kUsage =
-    "usage: launch -n N [--master-addr A] [--master-port P] [--grace-s S] [--no-prefix] prog [args...]\n"
+    "usage: launch -n N [--master-addr A] [--master-port P] [--grace-s S] [--no-prefix] [--bind cores] prog [args...]\n"
     "       launch --elastic -n MIN:MAX [--max-restarts K] [--nnodes H --node-rank I --rdzv-host A\n"
     "              --master-port P] prog [args...]\n"
     "       launch --print-env\n"
@@ -25,6 +25,9 @@ const char* const kUsage =
     "arguments (everything after its name) pass through untouched.\n"
     "If a rank fails the others are stopped (SIGTERM, then SIGKILL after --grace-s,\n"
     "default 5) and launch exits non-zero. --print-env prints the COMM_* variables.\n"
+    "Threads: unless OMP_NUM_THREADS or OPENBLAS_NUM_THREADS is set, every rank gets\n"
+    "OMP_NUM_THREADS = the cores launch may use / N (at least 1), as torchrun sets it,\n"
+    "and OMP_WAIT_POLICY=PASSIVE where ranks would share cores; launch says what it set.\n"
     "Several hosts: one launch per host with --nnodes H --node-rank I and the same\n"
     "--master-addr/--rdzv-host and --master-port; RANK = I * N + LOCAL_RANK, or with\n"
     "--rank-order cyclic RANK = LOCAL_RANK * H + I (round robin over hosts, as Slurm's\n"
@@ -94,6 +97,7 @@ bool parse(int argc, char** argv, Options& o, int& exit_code) {
     ("no-prefix", po::bool_switch()->notifier([&o](bool on) { o.prefix = !on; }), "do not prefix each output line with [rank r]")
     ("elastic", po::bool_switch(&o.elastic), "a dead rank does not stop the others (train --elastic)")
     ("max-restarts", po::value(&restarts)->default_value(restarts), "elastic: replacement processes this launch may start in all")
+    ("bind", po::value(&o.bind)->default_value(o.bind), "none | cores: cores gives each local rank its own block of the CPUs launch may use (as mpirun --bind-to core), printed at start")
     ("print-env", po::bool_switch(&print_env), "print the COMM_* environment variables as a table and exit");
   cli.hidden().add_options()
     ("nproc-per-node", po::value<std::string>(), "torchrun's name of --nproc")
@@ -112,6 +116,8 @@ bool parse(int argc, char** argv, Options& o, int& exit_code) {
     if (order != "block" && order != "cyclic")
       throw std::invalid_argument("--rank-order takes block (RANK = I * N + LOCAL_RANK) or cyclic (RANK = LOCAL_RANK * H + I), got '" + order + "'");
     o.cyclic = order == "cyclic";
+    if (o.bind != "none" && o.bind != "cores")
+      throw std::invalid_argument("--bind takes none or cores, got '" + o.bind + "'");
     if (!port.empty()) o.master_port = static_cast<int>(number("--master-port", port, 1, 65535));
     const std::string addr = either(vm, "master-addr", "rdzv-host");
     if (vm.count("master-addr") || vm.count("rdzv-host")) {

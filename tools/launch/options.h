@@ -29,6 +29,8 @@ struct Options {
   bool elastic = false;
   bool cyclic = false;   // --rank-order cyclic: ranks round robin over the nodes
   int max_restarts = 0;  // elastic: replacement processes this launcher may start in all
+  std::string bind = "none";  // --bind none | cores (tools/launch/cpu_binding.h)
+  std::vector<std::vector<int>> slot_cpus;  // --bind cores: each slot's CPUs
   std::vector<std::string> command;
 
   int world_max() const { return nnodes * nproc; }

@@ -148,6 +148,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("config", po::value(&o.config_file), "read these options from a file (key = value lines)")
     ("backend", po::value(&o.backend)->default_value(dpt::backends::default_name()), backend_help().c_str())
     ("algo", po::value(&o.algo)->default_value("auto"), dpt::algo::help_text().c_str())
+    ("threads", po::value(&o.threads)->default_value(0), "compute threads per rank (products, loops); 0: the cores this process may use (affinity, cgroup) divided by the ranks on this host, unless OPENBLAS_NUM_THREADS or OMP_NUM_THREADS says; the header prints the choice and why")
     ("zero", po::value(&o.zero)->default_value(0), "ZeRO stage: 0 (DDP), 1 (optimizer state sharded), 2 (and gradients), 3 (and parameters)")
     ("overlap-comm", po::value(&o.overlap_comm)->default_value("on"), "on | off: gradient communication overlapped with backward (off = --no-overlap)")
     ("device", po::value(&o.device)->default_value("cpu"), "cpu or cuda: where the model computes (cuda: GPU LOCAL_RANK mod count; every model; the convolutions need cuDNN 9)")

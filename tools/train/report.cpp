@@ -78,6 +78,7 @@ void print_config(const Options& o, dpt::DistTrainer& trainer, const dpt::Commun
                     {"world size", std::to_string(comm.size())},
                     {"device", o.device == "cuda" ? "cuda (model on the GPU; optimizer and gradient exchange on host buffers)" : "cpu"},
                     {"GEMM", o.device == "cuda" ? "cuBLAS" : dpt::gemm_engine_description()},
+                    {"threads", o.threads_text},
                     {"backend", comm.backend_name() + (o.switch_backend.empty() ? "" : " (switch at " + o.switch_backend + ")")},
                     {"algorithm", o.algo},
                     {"per-rank batch", std::to_string(o.cfg.batch_size) + " x " + std::to_string(o.cfg.grad_accum) + " accum"},
