@@ -77,6 +77,13 @@ bool bf16_gemm_native();
 // (this CPU has neither AMX-BF16 nor AVX512-BF16): --precision bf16 computes in fp32 with
 // bf16-rounded weights (emulation)".
 std::string bf16_gemm_description();
+// Native bf16 products against fp32 ones (the engine sgemm() runs) on this CPU and thread
+// count: fp32 time / bf16 time on a transformer step's product shapes, interleaved, best of 3
+// rounds after a warm-up (about 0.1 s); 0 where bf16 is not native. bf16_speed_note: a line
+// for programs to print at start, saying the ratio and, below 1, that bf16 is the slower
+// choice here ("" where bf16 is not native: bf16_gemm_description says that).
+double measure_bf16_speedup();
+std::string bf16_speed_note();
 // The oneDNN implementation gemm_bf16 runs for this product on this thread (e.g.
 // "brg:avx512_core_amx_bf16"; "" when emulated): benchmarks and tests print it.
 std::string gemm_bf16_impl(bool trans_a, bool trans_b, int m, int n, int k, int ldc, float alpha, float beta);

@@ -167,7 +167,10 @@ int main(int argc, char** argv) {
     row("precision", precision);
     row("threads", threads_text);
     std::printf("+--------------------+--------------------------------------+\n");
-    if (precision == "bf16") std::printf("--precision bf16: %s\n", dpt::bf16_gemm_description().c_str());
+    if (precision == "bf16") {
+      std::printf("--precision bf16: %s\n", dpt::bf16_gemm_description().c_str());
+      if (const std::string note = dpt::bf16_speed_note(); !note.empty()) std::printf("--precision bf16: %s\n", note.c_str());
+    }
     if (c.model == "resnet18" || c.model == "cnn") std::printf("%s\n", dpt::conv_engine_description().c_str());
     std::fflush(stdout);
     if (eval_only) {

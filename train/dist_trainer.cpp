@@ -134,10 +134,15 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
     // AVX512-BF16 through oneDNN (models/gemm.h); on other CPUs the products stay fp32,
     // and this line says so.
     model_->set_gemm_precision(GemmPrecision::bf16);
-    if (comm.rank() == 0)
+    if (comm.rank() == 0) {
       std::fprintf(stderr, "--precision bf16: %s\n",
                    config_.device == "cuda" ? "bf16 GEMM: cuBLASLt on tensor cores (bf16 operands, fp32 accumulation)"
                                             : bf16_gemm_description().c_str());
+      // Native bf16 is slower than fp32 on CPUs without AMX: measured here, and said.
+      if (config_.device != "cuda")
+        if (const std::string note = bf16_speed_note(); !note.empty())
+          std::fprintf(stderr, "--precision bf16: %s\n", note.c_str());
+    }
   }
   if (config_.sync_bn) {
     sync_bn_ = std::make_unique<CommBatchStatsReducer>(*comm_);

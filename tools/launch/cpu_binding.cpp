@@ -78,6 +78,9 @@ bool bind_this_process(const std::vector<int>& cpus) {
 }
 
 bool set_thread_env(const Options& o) {
+  // One rank per host plans the host's cores for itself (train does; Python's libraries
+  // take every core anyway): nothing to set, nothing to say.
+  if (o.nproc == 1 && o.bind != "cores") return true;
   try {
     dpt::CpuBudget budget = dpt::read_cpu_budget();
     if (o.bind == "cores") {

@@ -21,7 +21,8 @@ bool bind_this_process(const std::vector<int>& cpus);
 
 // Sets OMP_NUM_THREADS (and, where the ranks would share cores, OMP_WAIT_POLICY) in
 // launch's own environment for every rank to inherit, unless the user set them; says once
-// what it set. False (having said why) for a malformed variable.
+// what it set (nothing for one rank per host without --bind: it plans for itself). False
+// (having said why) for a malformed variable.
 bool set_thread_env(const Options& o);
 
 }  // namespace launch
