@@ -22,25 +22,58 @@
 #                            traffic on the hosts' eth0 (ARGS add -n, --map-by, the program)
 #   cluster_down             remove every namespace (also done on EXIT)
 # Needs root (CAP_NET_ADMIN) and ip(8)/tc(8); cluster_up returns 77 with the reason on
-# stderr where namespaces, veth pairs, bridges or tc cannot be made.
+# stderr where the machine cannot make namespaces, veth pairs, bridges or tc qdiscs at all
+# (cluster_probe), and 1 for any failure once it can.
 CLUSTER_BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# What this machine cannot do at all is a skip (77): no ip(8), no network namespaces, no
+# bridge, no veth, no tc. It is probed once, on names no other run uses, before the
+# cluster is built; after the probe passed, any failure (a name taken by a leftover
+# namespace, a veth or qdisc refused) is a failure (1), never a skip, so a broken
+# environment cannot hide the tests that need the cluster.
+cluster_probe() {
+  command -v ip >/dev/null || { echo "cluster: no ip(8)" >&2; return 77; }
+  local a=dpt-probe-$$-$RANDOM err rc=0
+  err=$(ip netns add "$a" 2>&1) || { echo "cluster: cannot create a network namespace: $err" >&2; return 77; }
+  if ! err=$(ip -n "$a" link add br0 type bridge 2>&1); then
+    echo "cluster: no bridge support: $err" >&2; rc=77
+  elif ! err=$(ip -n "$a" link add v0 type veth peer name v1 2>&1); then
+    echo "cluster: cannot create a veth pair: $err" >&2; rc=77
+  elif ! err=$(ip -n "$a" link set v0 up 2>&1 && tc -n "$a" qdisc add dev v0 root tbf rate 1gbit burst 256kb latency 50ms 2>&1); then
+    echo "cluster: cannot shape with tc: $err" >&2; rc=77
+  fi
+  ip netns delete "$a" 2>/dev/null
+  return $rc
+}
+
+# Namespaces left by an earlier run that was killed (its pid gone): removed first.
+cluster_reap() {
+  local ns pid
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^dc[0-9]+-'); do
+    pid=${ns#dc}; pid=${pid%%-*}
+    [[ -d /proc/$pid ]] || ip netns delete "$ns" 2>/dev/null
+  done
+}
+
+cluster_fail() { echo "cluster: $*" >&2; }
 
 cluster_up() {
   local hosts=$1 rate=$2 i err
-  command -v ip >/dev/null || { echo "cluster: no ip(8)" >&2; return 77; }
+  cluster_probe || return $?
+  cluster_reap
   CLUSTER_TAG=dc$$
   CLUSTER_NET=$((100 + $$ % 100))
   CLUSTER_HOSTS=$hosts
   CLUSTER_SWITCH=$CLUSTER_TAG-sw
-  err=$(ip netns add "$CLUSTER_SWITCH" 2>&1) || { echo "cluster: cannot create a network namespace: $err" >&2; return 77; }
+  err=$(ip netns add "$CLUSTER_SWITCH" 2>&1) || { cluster_fail "cannot create the switch namespace $CLUSTER_SWITCH: $err"; return 1; }
   trap cluster_down EXIT
-  ip -n "$CLUSTER_SWITCH" link add br0 type bridge 2>/dev/null || { echo "cluster: no bridge support" >&2; return 77; }
+  err=$(ip -n "$CLUSTER_SWITCH" link add br0 type bridge 2>&1) || { cluster_fail "bridge in $CLUSTER_SWITCH: $err"; return 1; }
   ip -n "$CLUSTER_SWITCH" link set br0 up
   for ((i = 0; i < hosts; i++)); do
     local ns=$CLUSTER_TAG-h$i port=p$i
-    ip netns add "$ns" || return 1
-    ip link add eth0 netns "$ns" type veth peer name "$port" netns "$CLUSTER_SWITCH" 2>/dev/null ||
-      { echo "cluster: cannot create a veth pair" >&2; return 77; }
+    err=$(ip netns add "$ns" 2>&1) || { cluster_fail "cannot create $ns: $err"; return 1; }
+    err=$(ip link add eth0 netns "$ns" type veth peer name "$port" netns "$CLUSTER_SWITCH" 2>&1) ||
+      { cluster_fail "veth pair for $ns: $err"; return 1; }
     ip -n "$ns" addr add "10.$CLUSTER_NET.0.$((i + 1))/16" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 up
@@ -52,7 +85,7 @@ cluster_up() {
       for side in "$ns eth0" "$CLUSTER_SWITCH $port"; do
         set -- $side
         err=$(tc -n "$1" qdisc add dev "$2" root tbf rate "$rate" burst 256kb latency 50ms 2>&1) ||
-          { echo "cluster: cannot shape with tc: $err" >&2; return 77; }
+          { cluster_fail "shaping $2 in $1 at $rate: $err"; return 1; }
       done
     fi
   done

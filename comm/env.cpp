@@ -75,6 +75,16 @@ const std::vector<Knob>& declared_knobs() {
       {kElasticId, "", "elastic training (set by launch --elastic): this process's name for the job, e.g. n0.l2.i1"},
       {kElasticMin, "", "elastic training (set by launch --elastic): the fewest members the job may shrink to"},
       {kElasticMax, "", "elastic training (set by launch --elastic): the most members the job may grow to"},
+      {"OMP_NUM_THREADS / OPENBLAS_NUM_THREADS", "",
+       "compute threads per rank (products, loops); OPENBLAS_NUM_THREADS wins over OMP_NUM_THREADS, train's --threads "
+       "over both; unset: the cores this process may use (affinity mask, cgroup cpuset and quota) divided by the ranks "
+       "on its host, at least 1 (comm/thread_plan.h); launch sets OMP_NUM_THREADS so for each rank it starts"},
+      {"OMP_WAIT_POLICY", "",
+       "PASSIVE or ACTIVE: how compute threads wait between products; unset: passive where a rank's threads plus its "
+       "comm engine exceed its cores (set by launch, or by the program re-executing itself once), else active"},
+      {kLaunchThreads, "", "set by launch with OMP_NUM_THREADS: the value it chose, so a rank's header can say who set it"},
+      {kWaitSetBy, "", "set with OMP_WAIT_POLICY by launch or by a program's re-exec: who chose passive waiting"},
+      {kNoReexec, "", "set (to anything): a program that needs passive waiting does not re-execute itself to get it (its threads may spin)"},
       {kTorchTransport, "tcp",
        "torch.distributed backend \"dpt\" (import dpt_torch): the transport under PyTorch's process groups, tcp "
        "(shared memory between same-host ranks) or mpi (under mpirun)"},

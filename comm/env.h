@@ -62,6 +62,10 @@ inline constexpr const char* kElasticId = "DPT_ELASTIC_ID";
 inline constexpr const char* kElasticMin = "DPT_ELASTIC_MIN";
 inline constexpr const char* kElasticMax = "DPT_ELASTIC_MAX";
 inline constexpr const char* kElasticSettleS = "COMM_ELASTIC_SETTLE_S";
+// Threads per rank (comm/thread_plan.h, train/cpu_threads_setup.h, tools/launch).
+inline constexpr const char* kLaunchThreads = "DPT_LAUNCH_THREADS";
+inline constexpr const char* kWaitSetBy = "DPT_WAIT_SET_BY";
+inline constexpr const char* kNoReexec = "DPT_NO_REEXEC";
 // The torch.distributed backend "dpt" (bindings/torch, docs/torch.md).
 inline constexpr const char* kTorchTransport = "DPT_BACKEND";
 inline constexpr const char* kTorchAlgo = "DPT_ALGO";

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "comm/env.h"
+
 namespace dpt {
 namespace {
 
@@ -49,7 +51,7 @@ ThreadSettings ThreadSettings::from_env(int flag_threads) {
   s.openblas_num_threads = env_or_empty("OPENBLAS_NUM_THREADS");
   s.omp_num_threads = env_or_empty("OMP_NUM_THREADS");
   s.omp_wait_policy = env_or_empty("OMP_WAIT_POLICY");
-  s.launch_threads = env_or_empty("DPT_LAUNCH_THREADS");
+  s.launch_threads = env_or_empty(env::kLaunchThreads);
   return s;
 }
 

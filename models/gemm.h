@@ -106,8 +106,10 @@ class GemmPrecisionScope {
   GemmPrecision previous_;
 };
 
-// Threads every engine runs a product on (OPENBLAS_NUM_THREADS, else the cores);
-// set_blas_threads changes it for the whole process (benchmarks).
+// Threads every engine runs a product on: OpenBLAS's count (OPENBLAS_NUM_THREADS or
+// OMP_NUM_THREADS, else every CPU) until a program applies its thread plan with
+// set_blas_threads (train/cpu_threads_setup.h: the cores divided by the ranks on the
+// host); set_blas_threads changes it for the whole process.
 int blas_threads();
 void set_blas_threads(int n);
 

@@ -11,8 +11,8 @@
 //             It JITs its kernels for the instruction sets CPUID reports (its "ISA",
 //             e.g. avx512_core_amx), so it cannot mistake a new CPU for an old one;
 //             ONEDNN_MAX_CPU_ISA caps it.
-//   threads   both engines run a product on blas_threads() threads (OPENBLAS_NUM_THREADS,
-//             else the cores), and products of at most 64^3 multiply-adds on one (OpenBLAS's
+//   threads   both engines run a product on blas_threads() threads (the process's thread
+//             plan, models/gemm.h), and products of at most 64^3 multiply-adds on one (OpenBLAS's
 //             own rule). oneDNN's CPU runtime in Debian is OpenMP (libgomp): before each
 //             call the calling thread's OpenMP thread count is set accordingly, so
 //             OPENBLAS_NUM_THREADS=1 keeps both single-threaded (OMP_NUM_THREADS is

@@ -1,5 +1,5 @@
 // parallel_for: the layers' elementwise loops (im2col, col2im, BatchNorm, pooling) on the
-// same number of threads as the BLAS (OPENBLAS_NUM_THREADS), so that a run with T
+// same number of threads as the BLAS (blas_threads(), the process's thread plan), so that a run with T
 // threads uses T cores between the GEMMs too, as PyTorch's intra-op threads do.
 //
 // Terms:

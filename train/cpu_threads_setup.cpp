@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/env.h"
 #include "comm/launch_env.h"
 #include "models/gemm.h"
 
@@ -16,7 +17,7 @@ namespace {
 // Who put OMP_WAIT_POLICY in the environment when it was not the user: tools/launch or
 // our own re-exec (DPT_WAIT_SET_BY), so the printed reason names them.
 void name_wait_setter(ThreadPlan& p) {
-  const char* by = std::getenv("DPT_WAIT_SET_BY");
+  const char* by = std::getenv(env::kWaitSetBy);
   if (!by || !p.wait_from_user) return;
   p.wait_why += std::string(", set by ") + by;
 }
@@ -33,10 +34,10 @@ ThreadPlan current_thread_plan(int flag_threads) {
 ThreadPlan setup_cpu_threads(char** argv, int flag_threads) {
   ThreadPlan p = current_thread_plan(flag_threads);
   const std::string wait = p.wait_env_value();
-  if (!wait.empty() && argv && !std::getenv("DPT_NO_REEXEC")) {
+  if (!wait.empty() && argv && !std::getenv(env::kNoReexec)) {
     ::setenv("OMP_WAIT_POLICY", wait.c_str(), 1);
     if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
-    ::setenv("DPT_WAIT_SET_BY", "this program (re-executed so that libgomp and OpenBLAS read it)", 1);
+    ::setenv(env::kWaitSetBy, "this program (re-executed so that libgomp and OpenBLAS read it)", 1);
     std::fflush(nullptr);
     ::execv("/proc/self/exe", argv);
     // Still here: carry on spinning, and say why.

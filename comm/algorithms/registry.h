@@ -61,11 +61,35 @@ struct Algorithm {
 inline bool always(const AutoInput&) { return true; }
 // For auto_picks of an algorithm taken for messages up to its threshold.
 inline bool up_to_threshold(const AutoInput& in) { return in.bytes <= in.max_bytes; }
+// The tree's: up to the threshold on one host; across hosts up to a quarter of it, since
+// every level of the tree sends the whole buffer over a link where the ring sends a 1/P
+// piece per step (4 emulated hosts x 2 at 1 Gbit/s: the tree 1.5x the ring's time at
+// 256 KiB, 0.5x at 64 KiB).
+inline bool up_to_threshold_per_hosts(const AutoInput& in) {
+  return in.bytes <= (in.hosts > 1 ? in.max_bytes / 4 : in.max_bytes);
+}
 // For auto_picks of the hierarchical algorithms: several hosts of several ranks each,
 // numbered other than in blocks (with block numbering the flat ring crosses each host's
 // link once per step already), for messages from the threshold.
 inline bool hierarchy_pays(const AutoInput& in) {
   return in.hosts > 1 && in.local_size > 1 && !in.host_contiguous && in.bytes >= in.max_bytes;
+}
+// For the hierarchical allreduce with block numbering too: there the flat ring sends
+// 2 (P-1)/P of the buffer over each host's link and the hierarchy 2 (H-1)/H, so it pays
+// where that is at least kHierarchyBlockSaving fewer bytes (4 hosts x 2: 14% fewer;
+// 8 x 2: 6%, not enough to repay its extra passes through memory) and the buffer is at
+// least kHierarchyBlockFactor times the threshold (256 KiB by default: below it the
+// link's latency, not its bytes, dominates and the tree wins). Measured on 4 emulated
+// hosts x 2 at 1 Gbit/s (bench/algo_auto.sh): hierarchical 0.81-0.89x the ring's time
+// from 256 KiB to 64 MiB.
+inline constexpr double kHierarchyBlockSaving = 0.10;
+inline constexpr size_t kHierarchyBlockFactor = 4;
+inline bool hierarchy_pays_allreduce(const AutoInput& in) {
+  if (hierarchy_pays(in)) return true;
+  if (in.hosts < 2 || in.local_size < 2 || !in.host_contiguous) return false;
+  const double p = double(in.world), h = double(in.hosts);
+  const double ring = (p - 1) / p, hierarchy = (h - 1) / h;  // per host, over 2 N
+  return hierarchy <= (1.0 - kHierarchyBlockSaving) * ring && in.bytes >= kHierarchyBlockFactor * in.max_bytes;
 }
 
 // Every registered algorithm, in list order (the auto order).

@@ -18,11 +18,11 @@ static void run(Communicator& c, const CollArgs& a) {
 }
 
 // `auto`: allreduce up to COMM_TREE_MAX_BYTES, where latency dominates (256 KiB measured,
-// bench/compare.sh).
+// bench/compare.sh), a quarter of it across hosts (registry.h).
 extern const Algorithm tree_allreduce;
 const Algorithm tree_allreduce{
-    "tree", CollKind::allreduce, run, up_to_threshold,
+    "tree", CollKind::allreduce, run, up_to_threshold_per_hosts,
     {"COMM_TREE_MAX_BYTES", 256 * 1024,
-     "auto selector: allreduce messages up to this many bytes use the tree, larger ones the ring"}};
+     "auto selector: allreduce messages up to this many bytes use the tree (across hosts a quarter of it), larger ones the ring"}};
 
 }  // namespace dpt::algo

@@ -20,7 +20,9 @@
 // --algo ring: the allreduces run the ring algorithm and the barriers are left out (the
 // dissemination barrier talks to ranks at distance 1, 2, 4...), so each rank needs its
 // two ring neighbours only.
-// --expect-connections N: exit 5 unless this rank made exactly N connections.
+// --expect-connections N: exit 5 unless this rank made exactly N connections and holds no
+// more sockets than those, its listener and its store client (rank 0: and the store
+// server's listener and connections).
 // --exit-rank R: rank R leaves (exit 0, no goodbye) right after building the
 // communicator, before it connected to anyone on demand: the others must fail promptly
 // with an error naming a rank instead of waiting out COMM_TIMEOUT_S.
@@ -149,6 +151,18 @@ int main(int argc, char** argv) {
     if (expect >= 0 && connections != expect) {
       std::fprintf(stderr, "rank %d made %d TCP connections, expected %ld (its ring neighbours only)\n", comm->rank(),
                    connections, expect);
+      return 5;
+    }
+    // The counter is the backend's word; the open sockets are the kernel's. Besides its
+    // connections a rank holds its listener and its store client; rank 0 also the store
+    // server's listener and one accepted connection per rank. A connector that dialed
+    // every rank at start and only counted the ones it used would hold more.
+    const int sockets = socket_fds();
+    const int allowed = int(expect) + 2 + (comm->rank() == 0 ? comm->size() + 1 : 0);
+    if (expect >= 0 && sockets > allowed) {
+      std::fprintf(stderr, "rank %d holds %d sockets, at most %d expected (%ld connections, its listener, its store "
+                   "client%s)\n", comm->rank(), sockets, allowed, expect,
+                   comm->rank() == 0 ? ", the store server's listener and one connection per rank" : "");
       return 5;
     }
     if (!ring) comm->barrier();

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs every fenced command of README.md and docs/*.md (CTest docs.commands), so that a
+"""Runs every fenced command of README.md and docs/*.md (CTests docs.commands.*), so that a
 documented flag that is renamed, or a documented command that stops working, fails the
 suite instead of drifting.
 
@@ -90,7 +90,7 @@ def mpi_flags(cmd, _scratch):
 
 # The shortening, one table: (id, what it does and why, function(command, scratch) -> command).
 # Each keeps the command's meaning (same programs, flags and data) but bounds its run time
-# so that the whole of docs.commands takes a few minutes on 2 cores.
+# so that each docs.commands.* test takes under a minute on 2 cores.
 RULES = [
     ("built", "a leading `bash tools/install_deps.sh && cmake -S . -B build && cmake --build build -j2 && ` "
      "is dropped (the Quick start's first command: CI installed and built before the tests run; the "

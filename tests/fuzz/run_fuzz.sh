@@ -12,7 +12,8 @@
 #   CLANGXX     the clang++ to use (default: clang++, else the newest clang++-NN on PATH)
 #   FUZZ_JOBS   targets run at the same time (default 1: one after the other)
 #   FUZZ_RSS_MB memory limit per target in MB (default 2048)
-# CTest runs it for 20 s per target (fuzz.smoke); docs/reliability.md gives the longer run.
+# CTest runs it for 5 s per target (fuzz.smoke: the kept corpus replayed, then a short
+# search); docs/reliability.md gives the longer runs, and how to grow the kept corpus.
 set -euo pipefail
 
 secs=${1:-}
@@ -72,9 +73,14 @@ run_target() {
   mkdir -p "$build/corpus/$name" "$build/artifacts/$name"
   [[ -f $here/$name.dict ]] && dict=(-dict="$here/$name.dict")
   set +e
+  # Inputs: the growing corpus (libFuzzer writes new units into the first folder), the
+  # seeds, and the corpus kept in the repository (tests/fuzz/corpus/: inputs earlier runs
+  # found interesting, minimized with -merge=1), all replayed before any mutation.
+  local kept=()
+  [[ -d $here/corpus/$name ]] && kept=("$here/corpus/$name")
   "$build/$t" -max_total_time="$secs" -rss_limit_mb="$rss" -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$build/artifacts/$name/" "${dict[@]}" \
-    "$build/corpus/$name" "$build/seeds/$name" >"$build/logs/$t.log" 2>&1
+    "$build/corpus/$name" "$build/seeds/$name" "${kept[@]}" >"$build/logs/$t.log" 2>&1
   echo $? >"$build/logs/$t.rc"
 }
 echo "run_fuzz: running each target for $secs s ($jobs at a time); logs in $build/logs/"

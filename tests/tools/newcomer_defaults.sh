@@ -47,6 +47,7 @@ run gpt2_local "$bin/train_local" "${tiny_gpt2[@]}"
 [[ $(rc gpt2_local) == 0 ]] || { fail "train_local ${tiny_gpt2[*]} exited $(rc gpt2_local)"; cat gpt2_local.log; }
 has "train_local --model gpt2 defaults to text-docs" gpt2_local.log '^\| dataset +\| text-docs/train '
 run gpt2_bytes "$bin/train_local" "${tiny_gpt2[@]}" --dataset text --max-eval-samples 8 --sample-len 0
+[[ $(rc gpt2_bytes) == 0 ]] || { fail "train_local gpt2 --dataset text exited $(rc gpt2_bytes), want 0 (a note, then training)"; tail -5 gpt2_bytes.log; }
 has "--dataset text with gpt2: one line says it trains on bytes" gpt2_bytes.log '^note: --dataset text with --model gpt2 trains on raw bytes'
 
 "$bin/train" --help > help.txt 2>&1
@@ -133,6 +134,8 @@ else fail "lr at the first resumed step 5 is [$a], the uninterrupted run's [$b]"
   fail "lr at step 8 is $(lr_at resumed.jsonl 8), want 0.0 (the schedule ended at step 6)"
 has "the resume says which schedule goes on" resumed.log '^resume: continuing the checkpoint.s learning-rate schedule'
 run other_lr "$bin/train" "${toy[@]}" --steps 8 --checkpoint-dir ck --resume --lr 0.02
+[[ $(rc other_lr) == 1 ]] || fail "--resume with a disagreeing --lr exited $(rc other_lr), want 1 (refused, not warned)"
+grep -q '^step ' other_lr.log && fail "--resume with a disagreeing --lr trained: $(grep -m1 '^step ' other_lr.log)"
 has "a disagreeing --lr is refused with both values" other_lr.log '--resume: --lr 0.02 differs from the 0.01 '
 # A checkpoint written before the schedule was stored: no lr_* metadata, still resumes.
 /usr/bin/python3 - ck_old/step_4/model.safetensors <<'PY'

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "comm/cpu_budget.h"
+#include "comm/env.h"
 #include "comm/thread_plan.h"
 #include "tools/launch/process_io.h"
 
@@ -92,12 +93,12 @@ bool set_thread_env(const Options& o) {
         dpt::launch_thread_env(dpt::ThreadSettings::from_env(), budget, o.nproc, o.world_max());
     if (!e.omp_num_threads.empty()) {
       ::setenv("OMP_NUM_THREADS", e.omp_num_threads.c_str(), 1);
-      ::setenv("DPT_LAUNCH_THREADS", e.omp_num_threads.c_str(), 1);
+      ::setenv(dpt::env::kLaunchThreads, e.omp_num_threads.c_str(), 1);
     }
     if (!e.wait_policy.empty()) {
       ::setenv("OMP_WAIT_POLICY", e.wait_policy.c_str(), 1);
       if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
-      ::setenv("DPT_WAIT_SET_BY", "launch", 1);
+      ::setenv(dpt::env::kWaitSetBy, "launch", 1);
     }
     say("threads: " + e.note);
     return true;
