@@ -148,11 +148,6 @@ int main(int argc, char** argv) {
                 bt.arrived_at_ms, bt.published_at_ms, bt.joined_at_ms, bt.eager_decided_at_ms);
     std::fflush(stdout);
     if (!ok) return 4;
-    if (expect >= 0 && connections != expect) {
-      std::fprintf(stderr, "rank %d made %d TCP connections, expected %ld (its ring neighbours only)\n", comm->rank(),
-                   connections, expect);
-      return 5;
-    }
     // The counter is the backend's word; the open sockets are the kernel's. Besides its
     // connections a rank holds its listener and its store client; rank 0 also the store
     // server's listener and one accepted connection per rank. A connector that dialed
@@ -163,6 +158,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank %d holds %d sockets, at most %d expected (%ld connections, its listener, its store "
                    "client%s)\n", comm->rank(), sockets, allowed, expect,
                    comm->rank() == 0 ? ", the store server's listener and one connection per rank" : "");
+      return 5;
+    }
+    if (expect >= 0 && connections != expect) {
+      std::fprintf(stderr, "rank %d made %d TCP connections, expected %ld (its ring neighbours only)\n", comm->rank(),
+                   connections, expect);
       return 5;
     }
     if (!ring) comm->barrier();

@@ -4,9 +4,13 @@ documented flag that is renamed, or a documented command that stops working, fai
 suite instead of drifting.
 
 usage: run_documented_commands.py [--repo DIR] [--build DIR] [--only FILE]... [--grep TEXT]
-                                  [--timeout S] [--list]
+                                  [--section TEXT | --not-section TEXT] [--timeout S] [--list]
   --only FILE  only this markdown file (any path, e.g. a doctored copy; repeatable)
   --grep TEXT  only the commands whose text as written contains TEXT
+  --section TEXT, --not-section TEXT
+               only the commands under (not under) a `## ` heading containing TEXT: a long
+               document's commands as two tests (a section's commands must not need what
+               another section's wrote)
   --list       print the extracted commands, as they would run, without running them
 
 What is a command (the rule README.md's "Tests" section states):
@@ -299,6 +303,10 @@ def main():
     ap.add_argument("--build", default=None, help="build folder (default REPO/build)")
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--grep", default=None)
+    ap.add_argument("--section", action="append", default=[],
+                    help="only the commands under a `## ` heading containing TEXT (repeatable: any of them)")
+    ap.add_argument("--not-section", action="append", default=[],
+                    help="only the commands under no `## ` heading containing TEXT (repeatable: none of them)")
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
@@ -307,8 +315,26 @@ def main():
     files = args.only or [os.path.join(repo, "README.md")] + sorted(
         os.path.join(repo, "docs", f) for f in os.listdir(os.path.join(repo, "docs")) if f.endswith(".md"))
 
+    def section_of(path):
+        """line number -> the `## ` heading above it (top level sections only)."""
+        heading, out = "", {}
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f.read().split("\n"), 1):
+                if line.startswith("## "):
+                    heading = line[3:]
+                out[number] = heading
+        return out
+
+    def wanted(path, commands):
+        if not args.section and not args.not_section:
+            return commands
+        where = section_of(path)
+        keep = lambda c: ((not args.section or any(t in where.get(c.line, "") for t in args.section))
+                          and not any(t in where.get(c.line, "") for t in args.not_section))
+        return [c for c in commands if keep(c)]
+
     try:
-        per_file = [(f, extract(f)) for f in files]
+        per_file = [(f, wanted(f, extract(f))) for f in files]
     except (DocError, OSError) as e:
         print("docs-test: %s" % e)
         return 1
