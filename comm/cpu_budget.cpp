@@ -154,7 +154,7 @@ CpuBudget read_cpu_budget() {
 std::string CpuBudget::text() const {
   char buf[160];
   std::string limits;
-  if (cpuset < online) limits += ", cgroup cpuset " + std::to_string(cpuset);
+  if (cpuset < online) limits += ", CPU set of " + std::to_string(cpuset);  // a cgroup cpuset, or launch's own mask
   if (quota > 0) {
     std::snprintf(buf, sizeof buf, ", cgroup quota %.1f CPUs", quota);
     limits += buf;

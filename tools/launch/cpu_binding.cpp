@@ -84,6 +84,10 @@ bool set_thread_env(const Options& o) {
   if (o.nproc == 1 && o.bind != "cores") return true;
   try {
     dpt::CpuBudget budget = dpt::read_cpu_budget();
+    // launch's own mask (taskset, a batch system's binding of the launcher) is the pool all
+    // its ranks share, not one rank's binding.
+    budget = dpt::combine_cpu_budget(budget.online, budget.affinity, std::min(budget.cpuset, budget.affinity),
+                                     budget.quota);
     if (o.bind == "cores") {
       // Each rank will own its block: plan as a bound rank sees it.
       const int per = std::max(1, int(usable_cpus().size()) / o.nproc);
