@@ -22,7 +22,7 @@
 //   - otherwise active (spinning saves the wake-up between back-to-back products).
 // Both libraries read these variables once, when they are loaded: a program that needs
 // passive waiting and finds neither set re-executes itself with them set
-// (apply_wait_policy_by_reexec in train/cpu_threads_setup.h).
+// (setup_cpu_threads in train/cpu_threads_setup.h).
 #include <string>
 
 #include "comm/cpu_budget.h"
