@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SIGKILL a process while a checkpoint is provably being written (bench/chaos.sh's
 ckpt_kill fault): watch CKPT_DIR for a writer's temporary file (a step_N/*.tmp.PID that
-models/safetensors.cpp renames into place, or latest.tmp), kill PID the moment one
+models/io/safetensors.cpp renames into place, or latest.tmp), kill PID the moment one
 appears, and check that the same temporary file still exists after the kill: the kill
 was then sent between the file's creation and its rename, inside the write. Without a
 hook in the product: the temporary names are how train writes atomically.

@@ -1,7 +1,7 @@
 // compute_peak: the arithmetic peak of this CPU's vector units, measured, for
 // physical_limits and gemm_engines to read GEMM figures against. Each kernel is compiled
 // for its instruction set by a target attribute, so the file builds for any x86-64, and
-// runs only where CPUID (models/cpu_features.h) says the CPU and OS allow it.
+// runs only where CPUID (models/kernels/cpu/cpu_features.h) says the CPU and OS allow it.
 //
 // Terms:
 //   fp32 FMA zmm   12 independent chains of vfmadd (AVX-512, 16 floats): 32 flops each.
@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "models/cpu_features.h"
+#include "models/kernels/cpu/cpu_features.h"
 
 namespace dpt::bench {
 

@@ -4,7 +4,7 @@
 // (DPT_CONV=im2col|onednn|auto picks Conv2d's kernel; the last column names it.)
 // For every distinct convolution of ResNet-18 at that input (batch x 3 x size x size),
 // times our Conv2d forward, and backward (weight gradient and input gradient), records
-// the sgemm calls each issues (models/gemm.h) and times raw sgemm on exactly those calls.
+// the sgemm calls each issues (models/kernels/cpu/gemm.h) and times raw sgemm on exactly those calls.
 // Columns:
 //   layer shape   C -> OC, kernel/stride, input HxW
 //   fwd ms, bwd ms       best-of-rounds time of our forward / backward (rounds alternate
@@ -29,9 +29,9 @@
 #include <tuple>
 #include <vector>
 
-#include "models/gemm.h"
-#include "models/layers/conv2d.h"
-#include "models/layers/conv_engine.h"
+#include "models/kernels/cpu/gemm.h"
+#include "models/nn/layers/conv2d.h"
+#include "models/kernels/cpu/conv_engine.h"
 
 using namespace dpt;
 

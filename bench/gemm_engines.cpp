@@ -1,4 +1,4 @@
-// gemm_engines: GFLOP/s of each CPU GEMM engine (models/gemm_engine.h) on the products
+// gemm_engines: GFLOP/s of each CPU GEMM engine (models/kernels/cpu/gemm_engine.h) on the products
 // of one GPT-2 124M training step (batch 4 x 64 tokens), on 1 thread and on every core,
 // each as a fraction of the measured fp32 FMA peak (bench/compute_peak.h); then the
 // openblas engine again under each OPENBLAS_CORETYPE this CPU can run (Prescott,
@@ -21,7 +21,7 @@
 //   % peak      GFLOP/s over the fp32 FMA peak at the same thread count (the faster of zmm
 //               and ymm FMAs, best 50 ms window, measured before and after the engines).
 //
-//   bf16        gemm_bf16 (models/gemm.h) on the same shapes: operands converted to bf16 on
+//   bf16        gemm_bf16 (models/kernels/cpu/gemm.h) on the same shapes: operands converted to bf16 on
 //               every call, fp32 accumulation; its % is of the AMX bf16 peak
 //               (bench/compute_peak.h) where the CPU has AMX.
 //   ceiling     oneDNN's matmul primitive with nothing of ours around it
@@ -53,9 +53,9 @@
 
 #include "bench/compute_peak.h"
 #include "bench/onednn_ceiling.h"
-#include "models/gemm.h"
-#include "models/gpt2.h"
-#include "models/models.h"
+#include "models/kernels/cpu/gemm.h"
+#include "models/zoo/gpt2.h"
+#include "models/zoo/models.h"
 
 using namespace dpt;
 using Clock = std::chrono::steady_clock;
@@ -230,7 +230,7 @@ int run_ceiling_child(const Options& o) {
 
 int run_child(const Options& o) {
   if (o.child_engine.rfind("ceiling", 0) == 0) return run_ceiling_child(o);
-  const bool bf16 = o.child_engine == "bf16";  // gemm_bf16 (models/gemm.h)
+  const bool bf16 = o.child_engine == "bf16";  // gemm_bf16 (models/kernels/cpu/gemm.h)
   const auto engine = bf16 ? std::optional<GemmEngine>(gemm_engine()) : parse_gemm_engine(o.child_engine);
   if (!engine) throw std::invalid_argument("--child: unknown engine " + o.child_engine);
   const auto shapes = load_shapes(o.child_file);

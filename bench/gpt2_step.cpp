@@ -24,7 +24,7 @@
 //   peak RSS    getrusage's ru_maxrss at the end; the sgemm replay's scratch operands (up to
 //               three times the largest matrix, ~0.4 GiB at 124M) are included unless --no-gemm.
 //   model states 16 bytes per parameter: parameters, gradients, Adam's two moments.
-//   activations the bytes held in HostFloats (models/huge_pages.h) at their peak minus
+//   activations the bytes held in HostFloats (models/kernels/cpu/huge_pages.h) at their peak minus
 //               the model states: every layer's kept outputs, its backward buffers, the
 //               logits (their gradient written over them), measured, not estimated.
 //   cpu         the same phases in process CPU time (CLOCK_PROCESS_CPUTIME_ID): with
@@ -52,11 +52,11 @@
 #include <string>
 
 #include "data/batch.h"
-#include "models/gemm.h"
-#include "models/parallel_for.h"
-#include "models/gpt2.h"
-#include "models/huge_pages.h"
-#include "models/models.h"
+#include "models/kernels/cpu/gemm.h"
+#include "models/kernels/cpu/parallel_for.h"
+#include "models/zoo/gpt2.h"
+#include "models/kernels/cpu/huge_pages.h"
+#include "models/zoo/models.h"
 #include "optim/optimizer.h"
 #include "train/local_trainer.h"
 
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       "steps", po::value(&steps), "timed steps")("warmup", po::value(&warmup), "untimed steps first")(
       "dropout", po::value(&dropout), "dropout (GPT-2: 0.1)")("lr", po::value(&lr), "Adam learning rate")(
       "no-gemm", "skip the sgemm ceiling measurement")(
-      "serial-loops", "run the layers' and Adam's loops on one thread (models/parallel_for.h), for comparison")(
+      "serial-loops", "run the layers' and Adam's loops on one thread (models/kernels/cpu/parallel_for.h), for comparison")(
       "keep-logits", "the loss writes its gradient into a buffer of its own, not over the logits (for comparison)")(
       "precision", po::value(&precision),
       "fp32 | bf16: the model's GEMM precision (bf16: bf16 operands, fp32 accumulation, where native; "

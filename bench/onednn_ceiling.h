@@ -9,7 +9,7 @@
 //   f32 / bf16   the operands' data type; C is f32 either way (bf16: fp32 accumulation).
 //   packed       B given as dnnl_format_tag_any and reordered once, outside the timing.
 //   threads      oneDNN's OpenMP team: `threads`, or 1 for products of at most 64^3
-//                multiply-adds (the rule models/gemm_engine.cpp applies in the step).
+//                multiply-adds (the rule models/kernels/cpu/gemm_engine.cpp applies in the step).
 #pragma once
 
 #include <string>

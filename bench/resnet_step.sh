@@ -10,7 +10,7 @@
 # here), on the same number of threads (OPENBLAS_NUM_THREADS for us, torch.set_num_threads
 # for PyTorch), one process at a time, every variant once per round for --rounds rounds
 # (A B C ... A B C ...) so that all see the same machine load. Variants:
-#   im2col, onednn, auto   ours, DPT_CONV=that (Conv2d's kernel, models/layers/conv_engine.h)
+#   im2col, onednn, auto   ours, DPT_CONV=that (Conv2d's kernel, models/kernels/cpu/conv_engine.h)
 #   <one of those>-bf16    the same with train_local --precision bf16 (bf16 operands, fp32
 #                          accumulation and master weights)
 #   torch, torch-bf16      PyTorch fp32; under torch.autocast("cpu", dtype=torch.bfloat16)

@@ -66,7 +66,7 @@ const std::vector<Knob>& declared_knobs() {
       {"DPT_CUDA_ATTENTION", "fused",
        "models on CUDA: fused = causal attention by the flash-style kernels (memory O(T) per row; bf16/fp16 on tensor "
        "cores, else fp32); materialized = the [B, H, T, T] scores through cuBLAS at the pass's precision (docs/gpu.md; "
-       "read by models/layers/attention.cpp)"},
+       "read by models/nn/layers/attention.cpp)"},
       {kEmulateDevice, "0",
        "tests only: 1 = cuda:0 is emulated with host memory, so the device-buffer paths run on a machine without a GPU"},
       {kElasticSettleS, "10",

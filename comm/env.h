@@ -2,7 +2,7 @@
 // Every COMM_* environment knob with its default and meaning, in one list: knobs().
 // Most are declared in env.cpp; an algorithm's `auto` threshold (COMM_RD_MAX_BYTES,
 // COMM_TREE_MAX_BYTES, ...) is declared by the algorithm itself in its file
-// (comm/algorithms/registry.h) and knobs() takes it from the registry. The README's
+// (comm/algorithms/registry.h) and knobs() takes it from the registry. docs/environment.md's
 // table is printed from knobs() (`launch --print-env`); tests/comm/algo_registry_test.cpp
 // checks that the two agree.
 #include <chrono>
@@ -20,8 +20,8 @@ struct Knob {
   const char* meaning;
 };
 
-// The full list, the registered algorithms' thresholds included, in the order the
-// README shows it.
+// The full list, the registered algorithms' thresholds included, in the order
+// docs/environment.md shows it.
 const std::vector<Knob>& knobs();
 
 // Raw value or the default; throws std::invalid_argument naming the variable when a

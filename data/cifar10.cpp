@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "data/data_error.h"
+#include "data/read_file.h"
 
 namespace dpt {
 
@@ -40,20 +41,16 @@ void Cifar10::load(const std::vector<std::string>& files) {
   for (const auto& path : files) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) throw_data_error(path, "file not found");
-    const auto bytes = std::filesystem::file_size(path, ec);
-    if (ec) throw_data_error(path, "cannot determine file size: " + ec.message());
+    // Read whole (a pipe or FIFO too: process substitution of a decompressor works).
+    std::vector<uint8_t> buf;
+    append_file(path, buf);
+    const size_t bytes = buf.size();
     if (bytes == 0 || bytes % kRecordBytes != 0) {
       throw_data_error(path, "size " + std::to_string(bytes) +
                                  " bytes is not a positive multiple of the 3073-byte CIFAR-10 "
                                  "record (truncated or not a CIFAR-10 binary file?)");
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw_data_error(path, "cannot open for reading");
     const size_t records = bytes / kRecordBytes;
-    std::vector<uint8_t> buf(bytes);
-    if (!in.read(reinterpret_cast<char*>(buf.data()), std::streamsize(bytes))) {
-      throw_data_error(path, "read failed after " + std::to_string(in.gcount()) + " bytes");
-    }
     const size_t base = labels_.size();
     labels_.resize(base + records);
     pixels_.resize((base + records) * kPixels);

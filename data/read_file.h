@@ -1,5 +1,6 @@
 #pragma once
-// Whole-file reads for the datasets and the tokenizer: the bytes as they are on disk.
+// Whole-file reads for the datasets and the tokenizer: the bytes as they are on disk, or
+// as a pipe, FIFO or /dev/stdin delivers them to their end.
 // Errors are DataError naming the file.
 #include <cstdint>
 #include <string>

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "models/parallel_for.h"
+#include "models/kernels/cpu/parallel_for.h"
 #include "optim/cuda/device_steps.h"
 #include "optim/update_rules.h"
 

@@ -10,7 +10,7 @@
 // eps is added outside the square root, after the bias correction, as torch does.
 #include <vector>
 
-#include "models/huge_pages.h"
+#include "models/kernels/cpu/huge_pages.h"
 #include "optim/optimizer.h"
 #include "optim/update_rules.h"
 

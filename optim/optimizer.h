@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/cuda/device_floats.h"
+#include "models/kernels/cuda/device_floats.h"
 
 namespace dpt {
 

@@ -1,7 +1,7 @@
 #include "optim/sgd.h"
 
-#include "models/cpu_features.h"
-#include "models/parallel_for.h"
+#include "models/kernels/cpu/cpu_features.h"
+#include "models/kernels/cpu/parallel_for.h"
 #include "optim/cuda/device_steps.h"
 #include "optim/update_rules.h"
 

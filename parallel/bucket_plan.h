@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "models/param_store.h"
+#include "models/nn/param_store.h"
 
 namespace dpt {
 

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/module.h"
+#include "models/nn/module.h"
 #include "parallel/bucket_plan.h"
 #include "parallel/comm_stats.h"
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 
 namespace dpt {
 namespace fs = std::filesystem;

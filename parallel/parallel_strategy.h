@@ -33,7 +33,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "models/module.h"
+#include "models/nn/module.h"
 #include "optim/optimizer.h"
 #include "parallel/comm_stats.h"
 #include "parallel/model_state_memory.h"

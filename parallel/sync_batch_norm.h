@@ -1,6 +1,6 @@
 #pragma once
 // SyncBatchNorm over a Communicator (train --sync-bn): the BatchStatsReducer
-// (models/batch_stats_reducer.h) that every BatchNorm of the model calls, so batch
+// (models/nn/batch_stats_reducer.h) that every BatchNorm of the model calls, so batch
 // statistics are those of the global batch (all ranks' samples), as
 // torch.nn.SyncBatchNorm computes them on GPUs (PyTorch 1.13 refuses it on CPU tensors).
 //
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/batch_stats_reducer.h"
+#include "models/nn/batch_stats_reducer.h"
 
 namespace dpt {
 

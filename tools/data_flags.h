@@ -11,7 +11,7 @@
 
 #include "data/image_transform.h"
 #include "data/make_dataset.h"
-#include "models/models.h"
+#include "models/zoo/models.h"
 #include "tools/cli.h"
 #include "tools/doc_flags.h"
 #include "tools/image_flags.h"

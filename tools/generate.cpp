@@ -1,11 +1,11 @@
 // generate: text from a GPT-2 checkpoint.
 //   build/bin/generate --init-from D/model.safetensors --tokenizer third_party/gpt2 --prompt "Hello"
 //                      [--max-tokens N --temperature T --top-k K --seed S --ids]
-// The checkpoint is any file --init-from reads (models/gpt2_weights.h: train's
+// The checkpoint is any file --init-from reads (models/io/gpt2_weights.h: train's
 // checkpoints, Hugging Face's GPT2LMHeadModel or GPT2Model files); the shape comes from
 // the file, the heads from the config.json beside it (or --heads). The prompt is encoded
 // with GPT-2's tokenizer (an empty prompt starts from <|endoftext|>), continued by
-// models/generate.h (greedy with --temperature 0 or --top-k 1; otherwise sampled, the
+// models/zoo/generate.h (greedy with --temperature 0 or --top-k 1; otherwise sampled, the
 // same text for the same --seed), and printed decoded: prompt and continuation. --ids
 // prints the token ids instead (prompt, then a '|', then the continuation).
 #include <boost/program_options.hpp>
@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "data/tokenizer/tokenizer.h"
-#include "models/generate.h"
-#include "models/gpt2.h"
-#include "models/models.h"
+#include "models/zoo/generate.h"
+#include "models/zoo/gpt2.h"
+#include "models/zoo/models.h"
 #include "tools/cli.h"
 
 namespace po = boost::program_options;

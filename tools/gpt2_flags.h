@@ -1,6 +1,6 @@
 // The gpt2 model flags shared by train_local and train: a size by name, the shape
 // pieces GPT-2 adds (vocabulary, positions), dropout and --init-from. The tools keep
-// their own names for layers/heads/width and pass them in; models/gpt2.h resolves it all.
+// their own names for layers/heads/width and pass them in; models/zoo/gpt2.h resolves it all.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "models/gpt2.h"
-#include "models/model_config.h"
+#include "models/zoo/gpt2.h"
+#include "models/nn/model_config.h"
 
 namespace dpt::tools {
 

@@ -14,7 +14,7 @@
 #include "data/dataset.h"
 #include "data/fashion_mnist.h"
 #include "data/text_corpus.h"
-#include "models/gpt2.h"
+#include "models/zoo/gpt2.h"
 #include "train/trainer_common.h"
 
 namespace dpt::tools {

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "models/model_config.h"
+#include "models/nn/model_config.h"
 #include "tools/cli.h"
 #include "tools/gpt2_flags.h"
 

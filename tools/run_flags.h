@@ -16,7 +16,7 @@ namespace dpt::tools {
 
 // text-docs evaluates this many held-out documents unless --max-eval-samples says
 // otherwise: each is a whole forward of the model, and fortunes holds out thousands
-// (evaluating them all made the README's GPT-2 commands take minutes).
+// (evaluating them all made the documented GPT-2 commands take minutes).
 inline constexpr size_t kTextDocsEvalSamples = 512;
 
 template <class LogEvery>

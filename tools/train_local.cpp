@@ -20,10 +20,10 @@
 #include <string>
 
 #include "data/tokenizer/tokenizer.h"
-#include "models/gemm.h"
-#include "models/gemm_choice.h"
-#include "models/layers/conv_engine.h"
-#include "models/generate.h"
+#include "models/kernels/cpu/gemm.h"
+#include "models/kernels/cpu/gemm_choice.h"
+#include "models/kernels/cpu/conv_engine.h"
+#include "models/zoo/generate.h"
 #include "tools/cli.h"
 #include "tools/data_flags.h"
 #include "tools/figures.h"

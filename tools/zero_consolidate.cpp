@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "parallel/optimizer_shards.h"
 #include "tools/cli.h"
 

@@ -9,7 +9,7 @@
 
 #include "comm/env.h"
 #include "comm/launch_env.h"
-#include "models/gemm.h"
+#include "models/kernels/cpu/gemm.h"
 
 namespace dpt {
 namespace {

@@ -17,10 +17,10 @@
 #include "data/make_dataset.h"
 #include "data/sampler.h"
 #include "device/runtime.h"
-#include "models/checkpoint.h"
-#include "models/gemm.h"
-#include "models/gpt2.h"
-#include "models/models.h"
+#include "models/io/checkpoint.h"
+#include "models/kernels/cpu/gemm.h"
+#include "models/zoo/gpt2.h"
+#include "models/zoo/models.h"
 #include "train/init_from.h"
 #include "train/memory_check.h"
 
@@ -131,7 +131,7 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
     // bf16 working weights (the strategy; device-resident DDP keeps fp32 device masters
     // instead, as autocast does) and every matrix product with bf16 operands and
     // fp32 accumulation: on CUDA through cuBLASLt on tensor cores, on a CPU with AMX or
-    // AVX512-BF16 through oneDNN (models/gemm.h); on other CPUs the products stay fp32,
+    // AVX512-BF16 through oneDNN (models/kernels/cpu/gemm.h); on other CPUs the products stay fp32,
     // and this line says so.
     model_->set_gemm_precision(GemmPrecision::bf16);
     if (comm.rank() == 0) {

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "models/checkpoint.h"
-#include "models/gpt2_weights.h"
+#include "models/io/checkpoint.h"
+#include "models/io/gpt2_weights.h"
 
 // DistTrainer's checkpoints: writing a step's files and `latest`, and resuming.
 namespace dpt {

@@ -11,7 +11,7 @@
 #include "comm/error.h"
 #include "data/loader.h"
 #include "data/sampler.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "train/dist_trainer.h"
 
 namespace dpt {

@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "models/checkpoint.h"
-#include "models/safetensors_file.h"
+#include "models/io/checkpoint.h"
+#include "models/io/safetensors_file.h"
 
 namespace dpt {
 namespace {

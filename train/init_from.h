@@ -1,9 +1,9 @@
 #pragma once
 // --init-from in train and train_local (one loader for both), for every model but gpt2,
-// which reads Hugging Face's layout while it is built (models/gpt2.h, gpt2_weights.h).
+// which reads Hugging Face's layout while it is built (models/zoo/gpt2.h, gpt2_weights.h).
 // The file holds the model's own parameter and buffer names: a checkpoint of train or
 // train_local, or for resnet18 torchvision's state_dict (the names and layouts
-// torchvision.models.resnet18 saves). It loads strictly (models/checkpoint.h: load_model),
+// torchvision.models.resnet18 saves). It loads strictly (models/io/checkpoint.h: load_model),
 // into a ZeRO-3 sharded build too: each parameter is sealed to the rank's shard as it
 // arrives, so every rank keeps only its shard and the ranks' fingerprints agree.
 //
@@ -17,8 +17,8 @@
 #include <string>
 
 #include "data/dataset.h"
-#include "models/model_config.h"
-#include "models/module.h"
+#include "models/nn/model_config.h"
+#include "models/nn/module.h"
 
 namespace dpt {
 

@@ -11,9 +11,9 @@
 #include "data/make_dataset.h"
 #include "data/sampler.h"
 #include "data/text_corpus.h"
-#include "models/checkpoint.h"
-#include "models/generate.h"
-#include "models/models.h"
+#include "models/io/checkpoint.h"
+#include "models/zoo/generate.h"
+#include "models/zoo/models.h"
 #include "optim/clip_grad.h"
 #include "train/init_from.h"
 

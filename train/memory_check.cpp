@@ -44,7 +44,7 @@ double rank_bytes(const MemoryNeed& need, int stage, int world) {
   // the backward and complete only at its last, so it stays resident throughout.
   if (stage >= 2) b += 4 * need.largest_layer;
   // Construction: a rank writes every parameter of the model it builds (4P; the
-  // gradient buffer is not touched, models/lazy_floats.h), and ZeRO-2/3 allocate their
+  // gradient buffer is not touched, models/kernels/cpu/lazy_floats.h), and ZeRO-2/3 allocate their
   // gradient shard and optimizer state ((4 + K)P/N) before the parameter pages not
   // owned are released; a sharded build (ZeRO-3, param_store.h) holds its shard plus
   // the one layer being written instead. Before both (when every rank also zeroed the

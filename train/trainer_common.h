@@ -17,8 +17,8 @@
 
 #include "data/batch.h"
 #include "data/dataset.h"
-#include "models/model_config.h"
-#include "models/module.h"
+#include "models/nn/model_config.h"
+#include "models/nn/module.h"
 
 namespace dpt {
 

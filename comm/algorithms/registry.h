@@ -4,9 +4,9 @@
 // when `auto` takes it and, optionally, the size threshold `auto` compares against with
 // the environment variable that sets it) and one line in registry.cpp's list. Nothing
 // else names it: CMake compiles every file here, CommOptions::from_env reads its
-// threshold's variable, `launch --print-env` (and so the README's table) lists it, and
+// threshold's variable, `launch --print-env` (and so docs/environment.md's table) lists it, and
 // every --algo help text is algo::help_text(). tests/comm/algo_registry_test.cpp fails
-// when a file's Algorithm is missing from the list or the README's table is stale.
+// when a file's Algorithm is missing from the list or docs/environment.md's table is stale.
 //
 // Terms:
 //   Algorithm   - name (what --algo calls it; several collectives may share one, as the
@@ -35,7 +35,7 @@ namespace dpt::algo {
 struct Threshold {
   const char* env = nullptr;   // e.g. "COMM_TREE_MAX_BYTES"; null: the algorithm has none
   size_t default_bytes = 0;    // when neither the variable nor CommOptions sets it
-  const char* meaning = "";    // one line for launch --print-env and the README
+  const char* meaning = "";    // one line for launch --print-env and docs/environment.md
 };
 
 struct AutoInput {

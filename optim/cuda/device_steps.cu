@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "device/runtime.h"
-#include "models/cuda/block_sum.cuh"
-#include "models/cuda/cuda_check.h"
+#include "models/kernels/cuda/block_sum.cuh"
+#include "models/kernels/cuda/cuda_check.h"
 #include "optim/cuda/device_steps.h"
 
 namespace dpt::gpu {

@@ -6,7 +6,7 @@
 
 #include "comm/store/elastic_membership.h"
 #include "device/runtime.h"
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 #include "optim/clip_grad.h"
 #include "optim/cuda/device_steps.h"
 #include "parallel/ddp/powersgd_checkpoint.h"

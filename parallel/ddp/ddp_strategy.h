@@ -6,7 +6,7 @@
 // stay bit-identical. Under mixed precision (bf16) the optimizer steps an fp32 master
 // of the whole buffer (master_weights.h). Device-resident (DdpConfig::optimizer_on_device)
 // the optimizer and clipping run on the device copies and the host ones are refreshed
-// only when read (models/param_store.h).
+// only when read (models/nn/param_store.h).
 #include <memory>
 
 #include "parallel/ddp/grad_allreduce.h"

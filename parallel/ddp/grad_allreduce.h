@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/module.h"
+#include "models/nn/module.h"
 #include "parallel/bucket_scheduler.h"
 #include "parallel/ddp/powersgd.h"
 #include "parallel/strategy_config.h"

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "models/gemm_choice.h"
-#include "models/gemm_engine.h"
+#include "models/kernels/cpu/gemm_choice.h"
+#include "models/kernels/cpu/gemm_engine.h"
 
 namespace dpt {
 namespace {

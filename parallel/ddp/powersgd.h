@@ -36,7 +36,7 @@
 #include <span>
 #include <vector>
 
-#include "models/param_store.h"
+#include "models/nn/param_store.h"
 
 namespace dpt {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 
 namespace dpt {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "comm/half.h"
-#include "models/f16_round.h"
+#include "models/kernels/cpu/f16_round.h"
 
 namespace dpt {
 

@@ -9,7 +9,7 @@
 //               (PyTorch's fp16 compression hook does the same).
 //   unpack      dst[i] = float(src[i]): exact, every 16-bit value is a float.
 //   round_bf16  x[i] = float(bf16(x[i])) in place: the value a bf16 working copy holds.
-//   round16     the same for either wire dtype (f16: models/f16_round.h's rounding).
+//   round16     the same for either wire dtype (f16: models/kernels/cpu/f16_round.h's rounding).
 //   widen in place  n 16-bit values in the first 2n bytes of an n-float buffer become
 //               the n floats, widened from the top down (float i covers only 16-bit
 //               elements >= i, already read), so a 16-bit allgather needs no staging.

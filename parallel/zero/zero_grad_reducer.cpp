@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "device/runtime.h"
-#include "models/page_memory.h"
+#include "models/kernels/cpu/page_memory.h"
 #include "parallel/precision/wire16.h"
 
 namespace dpt {

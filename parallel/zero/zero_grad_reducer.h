@@ -12,7 +12,7 @@
 //            [0, P), so together they are exactly a reduce-scatter of the flat buffer.
 //   complete after a bucket's reduces finished (checked in launch order, on the
 //            compute thread, during backward and at its end), its slice of the model's
-//            flat gradient buffer is released (models/page_memory.h): the model must write its
+//            flat gradient buffer is released (models/kernels/cpu/page_memory.h): the model must write its
 //            gradients into one flat buffer, but the full gradients do not stay
 //            resident beyond their bucket. The buffer is all zeros when the step ends,
 //            so the strategy skips zero_grad() (which would touch every page).
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/module.h"
+#include "models/nn/module.h"
 #include "parallel/bucket_scheduler.h"
 #include "parallel/ddp/grad_allreduce.h"
 #include "parallel/shard_layout.h"

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "models/page_memory.h"
+#include "models/kernels/cpu/page_memory.h"
 #include "parallel/chunked_p2p.h"
 #include "parallel/precision/wire16.h"
 

@@ -9,7 +9,7 @@
 //   gather        every piece a rank does not own is broadcast from its owner, in place
 //                 into the flat buffer (owners' shards tile the buffer, so the
 //                 per-owner broadcasts together are an allgather of the layer's ranges).
-//   release       the non-owned pieces go back to the OS (models/page_memory.h); a piece that
+//   release       the non-owned pieces go back to the OS (models/kernels/cpu/page_memory.h); a piece that
 //                 another held layer also covers stays (tied or shared parameters).
 //   held          a layer whose gather was launched and which is not released yet.
 //   prefetch      when a layer's gather completes, the next layer in the direction of
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/module.h"
+#include "models/nn/module.h"
 #include "parallel/shard_layout.h"
 
 namespace dpt {

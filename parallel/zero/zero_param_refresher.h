@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "models/module.h"
+#include "models/nn/module.h"
 #include "parallel/shard_layout.h"
 
 namespace dpt {

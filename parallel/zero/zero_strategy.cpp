@@ -7,7 +7,7 @@
 
 #include "comm/store/elastic_membership.h"
 #include "device/runtime.h"
-#include "models/page_memory.h"
+#include "models/kernels/cpu/page_memory.h"
 #include "optim/clip_grad.h"
 #include "parallel/optimizer_shards.h"
 #include "parallel/precision/wire16.h"

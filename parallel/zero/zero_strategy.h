@@ -43,7 +43,7 @@
 #include <span>
 #include <vector>
 
-#include "models/cuda/device_floats.h"
+#include "models/kernels/cuda/device_floats.h"
 #include "parallel/ddp/grad_allreduce.h"
 #include "parallel/parallel_strategy.h"
 #include "parallel/precision/master_weights.h"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # docs.commands_selftest: docs.commands can fail. Its runner must fail, naming the file
 # and line, on a documented command with a renamed flag (in a scratch document, and in a
-# copy of README.md whose --batch-size is renamed --batchsize, as a rename in the
+# copy of docs/usage.md whose --batch-size is renamed --batchsize, as a rename in the
 # programs would leave the docs); must count a skip as skipped, not passed; must fail
 # when nothing ran or a marker selects nothing; must not run an output (```text) fence.
 # usage: selftest.sh RUNNER REPO BUILD   (a few seconds: every command that runs fails
@@ -52,15 +52,15 @@ sed 's/skip a self-test/skip "no-such-text" a self-test/' "$work/skips.md" > "$w
 runner --only "$work/stale.md" && fail "a marker selecting nothing passed"
 grep -q "stale.md:1: marker \"no-such-text\" selects no command" "$work/out" || fail "stale marker not named"
 
-# 5. README.md's own commands, with --batch-size renamed: every one fails, named by the
-# copy's line (only those commands run: --grep).
-sed 's/--batch-size/--batchsize/g' "$repo/README.md" > "$work/README.md"
-runner --only "$work/README.md" --grep=--batchsize && fail "README.md with --batchsize passed"
-failed=$(sed -n "s|^FAILED: $work/README.md:\([0-9]*\)$|\1|p" "$work/out")
-[[ -n $failed ]] || fail "no FAILED line names the README copy"
+# 5. docs/usage.md's own commands (the page of how to run things), with --batch-size
+# renamed: every one fails, named by the copy's line (only those commands run: --grep).
+sed 's/--batch-size/--batchsize/g' "$repo/docs/usage.md" > "$work/usage.md"
+runner --only "$work/usage.md" --grep=--batchsize && fail "usage.md with --batchsize passed"
+failed=$(sed -n "s|^FAILED: $work/usage.md:\([0-9]*\)$|\1|p" "$work/out")
+[[ -n $failed ]] || fail "no FAILED line names the usage.md copy"
 for line in $failed; do
-  sed -n "${line}p" "$work/README.md" | grep -q -- --batchsize || fail "README copy line $line has no --batchsize"
+  sed -n "${line}p" "$work/usage.md" | grep -q -- --batchsize || fail "usage.md copy line $line has no --batchsize"
 done
-grep -q "^[1-9][0-9]* run, 0 passed" "$work/out" || fail "a README command with --batchsize passed"
+grep -q "^[1-9][0-9]* run, 0 passed" "$work/out" || fail "a usage.md command with --batchsize passed"
 grep -q "unrecognised option '--batchsize'" "$work/out" || fail "the failures are not the renamed flag's"
-echo "PASS: the runner fails on renamed flags ($(wc -w <<< "$failed") README commands: lines $(echo $failed)), counts skips apart, refuses empty runs and stale markers"
+echo "PASS: the runner fails on renamed flags ($(wc -w <<< "$failed") docs/usage.md commands: lines $(echo $failed)), counts skips apart, refuses empty runs and stale markers"

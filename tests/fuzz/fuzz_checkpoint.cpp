@@ -1,4 +1,4 @@
-// Fuzz target: the safetensors checkpoint parser (models/safetensors.h), which
+// Fuzz target: the safetensors checkpoint parser (models/io/safetensors.h), which
 // load_safetensors runs on a whole file's bytes.
 //
 // Terms:
@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "models/crc32.h"
-#include "models/safetensors.h"
+#include "models/kernels/cpu/crc32.h"
+#include "models/io/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"
 
 using namespace dpt;

@@ -18,7 +18,7 @@
 #include "comm/store/job_token.h"
 #include "comm/store/tcp_store_request.h"
 #include "comm/wire.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// The fused causal attention kernels (models/cuda/gpu_attention_kernels.cuh, fp32, and
+// The fused causal attention kernels (models/kernels/cuda/gpu_attention_kernels.cuh, fp32, and
 // gpu_attention_tc_kernels.cuh, bf16/fp16 on tensor cores through WMMA) run on CPU threads
 // through tests/support/cuda_emulation.h, launched as gpu_attention.cu launches them,
 // against a float64 reference of attention's forward and backward: the kernels' tiling,
@@ -13,14 +13,14 @@
 
 #include "tests/support/cuda_emulation.h"
 // The kernels after the emulation: they see its __global__, __shared__, threadIdx, ...
-#include "models/cuda/gpu_attention_kernels.cuh"
-#include "models/cuda/gpu_attention_tc_kernels.cuh"
+#include "models/kernels/cuda/gpu_attention_kernels.cuh"
+#include "models/kernels/cuda/gpu_attention_tc_kernels.cuh"
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "models/layers/dropout.h"
+#include "models/nn/layers/dropout.h"
 
 using namespace dpt::gpu::attention_kernels;
 namespace tc = dpt::gpu::attention_tc_kernels;
@@ -34,7 +34,7 @@ struct Shape {
 };
 
 // out [B, T, d], lse [B, H, T], dqkv [B, T, 3d] in float64 for qkv and dout, as
-// models/layers/attention.h defines them.
+// models/nn/layers/attention.h defines them.
 struct Reference {
   std::vector<double> out, lse, dqkv;
 };
@@ -235,7 +235,7 @@ TEST_CASE("fused attention kernels, emulated on the cpu, match a float64 referen
 }
 
 // Attention dropout inside the fp32 kernels: the mask is the one the materialized path
-// applies to the [B, H, T, T] probabilities (models/layers/dropout.h's dropout_apply on a
+// applies to the [B, H, T, T] probabilities (models/nn/layers/dropout.h's dropout_apply on a
 // tensor of ones gives each element's factor), so the reference drops the same elements.
 TEST_CASE("fused attention kernels with dropout, emulated on the cpu, match a float64 reference",
           "[attention_emulated]") {

@@ -1,4 +1,4 @@
-// BatchNorm's per-channel kernels (models/cuda/batch_norm_stat_kernels.cuh) on CPU threads
+// BatchNorm's per-channel kernels (models/kernels/cuda/batch_norm_stat_kernels.cuh) on CPU threads
 // through tests/support/cuda_emulation.h, launched as gpu_cnn_ops.cu launches them (256
 // threads a block, blocks_for(C)), against the CPU BatchNorm layer: the training
 // statistics and the running buffers' update, the evaluation statistics, the parameter
@@ -11,14 +11,14 @@
 
 #include "tests/support/cuda_emulation.h"
 // The kernels after the emulation: they see its __global__, blockIdx, ...
-#include "models/cuda/batch_norm_stat_kernels.cuh"
+#include "models/kernels/cuda/batch_norm_stat_kernels.cuh"
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "models/layers/batch_norm.h"
-#include "models/param_store.h"
+#include "models/nn/layers/batch_norm.h"
+#include "models/nn/param_store.h"
 
 using namespace dpt;
 using namespace dpt::gpu::batch_norm_kernels;

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "models/checkpoint.h"
-#include "models/models.h"
+#include "models/io/checkpoint.h"
+#include "models/zoo/models.h"
 #include "models_test_util.h"
 
 using namespace dpt;
@@ -243,6 +243,21 @@ TEST_CASE("checkpoint: malformed headers are rejected by name", "[models][checkp
   write_bytes(p, b);
   CHECK_THROWS_WITH(load_safetensors(p.string()), Catch::Contains("header length"));
   CHECK_THROWS_AS(load_safetensors((dir.path / "missing.safetensors").string()), CheckpointError);
+}
+
+TEST_CASE("checkpoint: a pipe or a directory is refused by name, before any read", "[models][checkpoint]") {
+  // A checkpoint is read by offset, so a pipe (what /dev/stdin or <(zcat x) names) cannot
+  // be one: the error says so and what to do, rather than "truncated" or a hang.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const std::string via_proc = "/proc/self/fd/" + std::to_string(fds[0]);
+  CHECK_THROWS_WITH(load_safetensors(via_proc),
+                    Catch::Contains(via_proc) && Catch::Contains("not a regular file") &&
+                        Catch::Contains("copy it to a file first"));
+  ::close(fds[0]);
+  ::close(fds[1]);
+  TempFolder dir;
+  CHECK_THROWS_WITH(load_safetensors(dir.path.string()), Catch::Contains("is a directory"));
 }
 
 TEST_CASE("checkpoint: names and shapes are checked against the model", "[models][checkpoint]") {

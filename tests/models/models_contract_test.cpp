@@ -6,9 +6,9 @@
 
 #include <set>
 
-#include "models/gemm.h"
-#include "models/models.h"
-#include "models/param_store.h"
+#include "models/kernels/cpu/gemm.h"
+#include "models/zoo/models.h"
+#include "models/nn/param_store.h"
 #include "models_test_util.h"
 
 using namespace dpt;
@@ -221,7 +221,7 @@ TEST_CASE("layer hooks run in order and name each layer's parameter ranges", "[m
 }
 
 TEST_CASE("gradients accumulate across backward calls until zero_grad", "[models][contract]") {
-  // zero_grad is lazy (models/param_store.h): the gradients of the first backward after it
+  // zero_grad is lazy (models/nn/param_store.h): the gradients of the first backward after it
   // are stored over the previous step's values, never added to them; resnet18 on 8x8
   // images has convolutions with dead taps (1x1 inputs), and in bf16 its products take
   // converted operands.

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "models/gemm.h"
-#include "models/layers/conv2d.h"
+#include "models/kernels/cpu/gemm.h"
+#include "models/nn/layers/conv2d.h"
 #include "models_test_util.h"
 
 using namespace dpt;
@@ -156,7 +156,7 @@ TEST_CASE("Conv2d im2col: forward, dx, dw against float64", "[conv_kernels]") {
 
 TEST_CASE("Conv2d im2col bf16: forward, dx, dw against float64 with bf16 rounding", "[conv_kernels]") {
   // Natively its operands are converted once and shared between products; off native CPUs
-  // the products stay fp32 (models/gemm.h), inside the same bound.
+  // the products stay fp32 (models/kernels/cpu/gemm.h), inside the same bound.
   INFO(bf16_gemm_description());
   SECTION("columns kept from forward") { check_kernel(ConvSetting::im2col, true); }
   SECTION("columns gathered again") { check_kernel(ConvSetting::im2col, true, false); }

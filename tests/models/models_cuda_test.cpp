@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "device/runtime.h"
-#include "models/bf16.h"
-#include "models/f16_round.h"
-#include "models/cuda/gpu_ops.h"
-#include "models/layers/attention.h"
-#include "models/layers/linear.h"
-#include "models/loss.h"
-#include "models/models.h"
-#include "models/param_store.h"
-#include "models/token_groups.h"
+#include "models/kernels/cpu/bf16.h"
+#include "models/kernels/cpu/f16_round.h"
+#include "models/kernels/cuda/gpu_ops.h"
+#include "models/nn/layers/attention.h"
+#include "models/nn/layers/linear.h"
+#include "models/nn/loss.h"
+#include "models/zoo/models.h"
+#include "models/nn/param_store.h"
+#include "models/nn/token_groups.h"
 #include "models_test_util.h"
 
 using namespace dpt;

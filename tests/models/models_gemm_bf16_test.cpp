@@ -1,4 +1,4 @@
-// gemm_bf16 and GemmPrecision::bf16 (models/gemm.h): bf16 operands, fp32 accumulation.
+// gemm_bf16 and GemmPrecision::bf16 (models/kernels/cpu/gemm.h): bf16 operands, fp32 accumulation.
 //
 // Terms:
 //   rounded operands  A and B each rounded to bf16 (nearest even), widened back.
@@ -26,10 +26,10 @@
 #include <thread>
 #include <vector>
 
-#include "models/bf16.h"
-#include "models/gemm.h"
+#include "models/kernels/cpu/bf16.h"
+#include "models/kernels/cpu/gemm.h"
 #include "tests/models/gemm_test_cases.h"
-#include "models/models.h"
+#include "models/zoo/models.h"
 
 using namespace dpt;
 using namespace dpt::test;
@@ -170,7 +170,7 @@ TEST_CASE("gemm_bf16_operands on converted operands equals gemm_bf16 bit for bit
   for (const Case& c : cases()) {
     const Operands o = make_operands(c, gen);
     const std::vector<float> want = run_bf16(c, o);
-    // The operands dense in their stored layout, converted once (models/bf16.h).
+    // The operands dense in their stored layout, converted once (models/kernels/cpu/bf16.h).
     const int ar = c.ta ? c.k : c.m, ac = c.ta ? c.m : c.k, br = c.tb ? c.n : c.k, bc = c.tb ? c.k : c.n;
     std::vector<uint16_t> a16(size_t(ar) * ac), b16(size_t(br) * bc);
     for (int r = 0; r < ar; ++r) to_bf16(o.a.data() + size_t(r) * c.lda(), a16.data() + size_t(r) * ac, ac);
@@ -317,7 +317,7 @@ TEST_CASE("Module::set_gemm_precision(bf16) runs the model's products in bf16, n
   else CHECK(diff == 0);
 }
 
-// Attention's layouts (models/layers/attention.cpp): H heads' operands interleaved in the
+// Attention's layouts (models/nn/layers/attention.cpp): H heads' operands interleaved in the
 // rows of one q|k|v matrix (member h at column h*hd), C either one T x T block per head
 // or interleaved the same way. Every member must be the bf16 product of its own operands
 // (the exact bound of the float64 reference on the rounded operands), and what lies

@@ -1,5 +1,5 @@
-// The CPU GEMM engines (models/gemm_engine.h) against a float64 reference, and against
-// each other; DPT_GEMM's values and auto's rule (models/gemm_choice.h).
+// The CPU GEMM engines (models/kernels/cpu/gemm_engine.h) against a float64 reference, and against
+// each other; DPT_GEMM's values and auto's rule (models/kernels/cpu/gemm_choice.h).
 //
 // Terms:
 //   bound   |C - C_ref| <= (k + 3) * FLT_EPSILON * (|alpha| * sum_l |a_il| |b_lj| + |beta c_ij|)
@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "models/gemm.h"
+#include "models/kernels/cpu/gemm.h"
 #include "tests/models/gemm_test_cases.h"
 
 using namespace dpt;

@@ -13,11 +13,11 @@
 #include <random>
 
 #include "data/batch.h"
-#include "models/gpt2.h"
-#include "models/gpt2_weights.h"
-#include "models/loss.h"
-#include "models/models.h"
-#include "models/safetensors.h"
+#include "models/zoo/gpt2.h"
+#include "models/io/gpt2_weights.h"
+#include "models/nn/loss.h"
+#include "models/zoo/models.h"
+#include "models/io/safetensors.h"
 #include "models_test_util.h"
 
 using namespace dpt;

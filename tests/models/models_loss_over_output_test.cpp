@@ -1,4 +1,4 @@
-// The loss written over the model's output (models/loss.h, "over output"): the same loss
+// The loss written over the model's output (models/nn/loss.h, "over output"): the same loss
 // and gradient bits as the loss with its own gradient buffer, the buffer not allocated,
 // and a Module that refuses to hand out an output its training loss has overwritten.
 #include <catch2/catch.hpp>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "models/loss.h"
-#include "models/models.h"
+#include "models/nn/loss.h"
+#include "models/zoo/models.h"
 #include "models_test_util.h"
 
 using namespace dpt;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "models/layers/shape_layers.h"
+#include "models/nn/layers/shape_layers.h"
 
 using namespace dpt;
 

@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "models/checkpoint.h"
-#include "models/f16_round.h"
-#include "models/models.h"
+#include "models/io/checkpoint.h"
+#include "models/kernels/cpu/f16_round.h"
+#include "models/zoo/models.h"
 #include "models_test_util.h"
 
 using namespace dpt;

@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "models/checkpoint.h"
-#include "models/gpt2.h"
-#include "models/gpt2_weights.h"
-#include "models/models.h"
-#include "models/page_memory.h"
+#include "models/io/checkpoint.h"
+#include "models/zoo/gpt2.h"
+#include "models/io/gpt2_weights.h"
+#include "models/zoo/models.h"
+#include "models/kernels/cpu/page_memory.h"
 #include "tests/support/temp_dir.h"
 
 using namespace dpt;

@@ -1,4 +1,4 @@
-// The device's softmax cross entropy kernel (models/cuda/softmax_xent_kernel.cuh) on CPU
+// The device's softmax cross entropy kernel (models/kernels/cuda/softmax_xent_kernel.cuh) on CPU
 // threads through tests/support/cuda_emulation.h, launched as gpu_ops.cu launches it
 // (256 threads, one warp per row), into its own buffer and in place over the logits (the
 // training step's layout, loss.h "over output"), against float64: each row's loss and
@@ -10,7 +10,7 @@
 
 #include "tests/support/cuda_emulation.h"
 // The kernel after the emulation: it sees its __global__, blockIdx, ...
-#include "models/cuda/softmax_xent_kernel.cuh"
+#include "models/kernels/cuda/softmax_xent_kernel.cuh"
 
 #include <cmath>
 #include <random>

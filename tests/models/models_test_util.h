@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "models/tensor.h"
+#include "models/nn/tensor.h"
 
 namespace dpt::testing {
 

@@ -4,16 +4,16 @@
 // loss compared bit for bit, in fp32 and with bf16 products. The products themselves run
 // the same way in both (their thread count is the process's), so only the loops differ.
 // Registered with OPENBLAS_NUM_THREADS=2 under each GEMM engine of the build (with
-// DPT_GEMM=onednn the loops run on oneDNN's OpenMP team: models/parallel_for.h).
+// DPT_GEMM=onednn the loops run on oneDNN's OpenMP team: models/kernels/cpu/parallel_for.h).
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "models/gemm.h"
-#include "models/models.h"
-#include "models/parallel_for.h"
+#include "models/kernels/cpu/gemm.h"
+#include "models/zoo/models.h"
+#include "models/kernels/cpu/parallel_for.h"
 
 using namespace dpt;
 

@@ -1,4 +1,4 @@
-// TokenGroups (models/token_groups.h): the grouping the GPU's embedding backward adds in.
+// TokenGroups (models/nn/token_groups.h): the grouping the GPU's embedding backward adds in.
 // Against a direct reference: for every id in increasing order, its positions in
 // increasing order; starts delimit exactly those runs; a bad id is named with its position.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "models/token_groups.h"
+#include "models/nn/token_groups.h"
 
 using namespace dpt;
 

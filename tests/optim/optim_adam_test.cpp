@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "models/parallel_for.h"
+#include "models/kernels/cpu/parallel_for.h"
 #include "optim/adam.h"
 #include "optim/optimizer.h"
 #include "optim_test_util.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "device/runtime.h"
-#include "models/cuda/device_floats.h"
+#include "models/kernels/cuda/device_floats.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "optim/cuda/device_steps.h"

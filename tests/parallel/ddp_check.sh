@@ -170,7 +170,7 @@ case $scenario in
       awk -v r="$(num "$(ratio $z)" "stage $z measured/formula")" -v z=$z 'BEGIN { if (r < 0.95 || r > 1.05) { print "stage " z ": measured/formula " r " outside 5%"; exit 1 } print "stage " z ": measured/formula " r }'
     done
     awk -v a="$(num "$(states 3)" "stage 3 model states")" -v b="$(num "$(states 0)" "stage 0 model states")" 'BEGIN { q = a / b; if (!(q <= 0.3)) { print "stage 3 holds " q "x of stage 0"; exit 1 } print "stage 3 / stage 0 model states: " q }' ;;
-  zero-sharded-memory)  # ZeRO-3 builds only its shard (models/param_store.h): at 4 ranks its peak RSS after
+  zero-sharded-memory)  # ZeRO-3 builds only its shard (models/nn/param_store.h): at 4 ranks its peak RSS after
                         # building a 12.7M-parameter GPT is >= 2P bytes below ZeRO-2's, which writes the whole
                         # model's parameters (4P + 12P/N = 7P bytes) where ZeRO-3 holds 4P/N + 12P/N + one
                         # layer (4P + a layer); building whole, ZeRO-3 would hold ZeRO-2's 7P

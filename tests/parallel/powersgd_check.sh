@@ -23,7 +23,7 @@ common=(--model mlp --optimizer sgd --momentum 0.9 --lr 0.05 --lr-schedule const
 psgd=(--grad-compress powersgd --powersgd-start-step 5)
 small=(--bucket-mb 0.25 --first-bucket-mb 0.05)
 launch() { "$bin/launch" -n 2 "$bin/train" --backend tcp "$@"; }
-# The MLP's parameters (models/models.cpp): Linear weights [out, in] and their biases.
+# The MLP's parameters (models/zoo/models.cpp): Linear weights [out, in] and their biases.
 matrices="256x784 128x256 10x128" vectors="256 128 10"
 # Gradient bytes per step at rank $1: compressed matrices (R (n + m) < n m) send R (n + m)
 # floats, the others all of theirs; $1 = 0: uncompressed.

@@ -1,4 +1,4 @@
-// ZeRO-3 over models built sharded (models/param_store.h), as N ranks. A sharded build
+// ZeRO-3 over models built sharded (models/nn/param_store.h), as N ranks. A sharded build
 // holds no rank's whole model, so ZeRO-3 cannot broadcast rank 0's parameters; it checks
 // instead that every rank built the same model (every parameter's CRC). Here: ranks
 // built alike pass; a rank built from another seed is named in the error that every
@@ -6,7 +6,7 @@
 // is refused before any collective.
 #include <stdexcept>
 
-#include "models/models.h"
+#include "models/zoo/models.h"
 #include "optim/optimizer.h"
 #include "parallel/parallel_strategy.h"
 #include "tests/support/dist_test.h"

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "models/checkpoint.h"
+#include "models/io/checkpoint.h"
 
 namespace {
 

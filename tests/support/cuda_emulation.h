@@ -2,7 +2,7 @@
 // written for the GPU on a machine without one, for tests of a kernel's logic (index
 // arithmetic, tiling, reductions, synchronisation), not of its speed. Include it before
 // the kernel source (a header of __global__ / __device__ functions with no CUDA runtime
-// calls, e.g. models/cuda/gpu_attention_kernels.cuh) and launch with emulate_launch.
+// calls, e.g. models/kernels/cuda/gpu_attention_kernels.cuh) and launch with emulate_launch.
 //
 // Terms:
 //   block      the blocks of a grid run one after another; the threads of one block run
@@ -33,8 +33,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "models/bf16.h"
-#include "models/f16_round.h"
+#include "models/kernels/cpu/bf16.h"
+#include "models/kernels/cpu/f16_round.h"
 
 #define __global__
 #define __device__

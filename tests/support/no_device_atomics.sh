@@ -7,10 +7,10 @@
 set -u
 if [[ ${1:-} == --selftest ]]; then
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-  mkdir -p "$tmp/models/cuda"
-  echo '__global__ void k(float* x) { x[0] += 1; }' > "$tmp/models/cuda/ok.cu"
+  mkdir -p "$tmp/models/kernels/cuda"
+  echo '__global__ void k(float* x) { x[0] += 1; }' > "$tmp/models/kernels/cuda/ok.cu"
   "$0" "$tmp" > /dev/null || { echo "selftest: a clean tree fails"; exit 1; }
-  echo '__global__ void k(float* x) { atomicAdd(x, 1.0f); }' > "$tmp/models/cuda/bad.cuh"
+  echo '__global__ void k(float* x) { atomicAdd(x, 1.0f); }' > "$tmp/models/kernels/cuda/bad.cuh"
   if "$0" "$tmp" > /dev/null; then echo "selftest: atomicAdd not caught"; exit 1; fi
   echo "selftest: a planted atomicAdd is caught"
   exit 0

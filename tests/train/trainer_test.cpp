@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include "data/make_dataset.h"
-#include "models/checkpoint.h"
-#include "models/models.h"
+#include "models/io/checkpoint.h"
+#include "models/zoo/models.h"
 #include "train/local_trainer.h"
 
 using namespace dpt;

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/gemm_choice.h"
+#include "models/kernels/cpu/gemm_choice.h"
 #include "parallel/ddp/powersgd.h"
 #include "tools/figures.h"
 #include "tools/image_flags.h"

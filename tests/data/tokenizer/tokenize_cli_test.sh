@@ -2,7 +2,8 @@
 # build/bin/tokenize as a program: one output line per input line (empty lines, a last
 # line without '\n', '\r' kept as text), exact --decode round trip, standard input, and
 # the errors: missing or malformed vocabulary (file and line named), unknown or malformed
-# ids (line named), --strict-utf8 (line and byte named); the installed vocabulary when
+# ids (line named), --strict-utf8 (line and byte named); pipes, FIFOs and process
+# substitution as FILE; the installed vocabulary when
 # --tokenizer is not given; usage errors (exit 2, "(see tokenize --help)"), prefixes refused.
 # Usage: tokenize_cli_test.sh TOKENIZE_BIN VOCAB_DIR
 set -uo pipefail
@@ -43,6 +44,17 @@ check "decode: the text back, CR included, newline added to the last line" \
       "$(od -c < "$work/back")" "$(printf 'Hello world\n\nfoo\r\nbar\n' | od -c)"
 printf '' > "$work/empty"
 check "empty input, empty output" "$("$tok" --tokenizer "$vocab" "$work/empty" | wc -c)" "0"
+
+# A pipe, a FIFO or process substitution is a file argument like any other (they have no size
+# to ask for; reading one by its size failed: "cannot determine file size").
+check "a pipe as /dev/stdin" "$(echo "hello world" | "$tok" --tokenizer "$vocab" /dev/stdin)" "31373 995"
+check "process substitution" "$("$tok" --tokenizer "$vocab" <(cat "$work/in.txt") | od -c)" "$(od -c < "$work/ids")"
+mkfifo "$work/fifo"
+cat "$work/in.txt" > "$work/fifo" &
+check "a FIFO" "$("$tok" --tokenizer "$vocab" "$work/fifo" | od -c)" "$(od -c < "$work/ids")"
+wait
+check "--decode from a pipe" "$(cat "$work/ids" | "$tok" --tokenizer "$vocab" --decode /dev/stdin | od -c)" "$(od -c < "$work/back")"
+expect_error "a directory is named as one" "$work: is a directory, expected a file" "$tok" --tokenizer "$vocab" "$work"
 
 # Without --tokenizer: the installed vocabulary (VOCAB_DIR is it), as generate and train take it.
 check "default --tokenizer: the installed one" "$("$tok" "$work/in.txt")" "$(cat "$work/ids")"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "data/cifar10.h"
-#include "models/safetensors.h"
+#include "models/io/safetensors.h"
 
 int main(int argc, char** argv) {
   if (argc != 6) {

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "models/gpt2.h"
-#include "models/gpt2_weights.h"
-#include "models/models.h"
-#include "models/safetensors_file.h"
+#include "models/zoo/gpt2.h"
+#include "models/io/gpt2_weights.h"
+#include "models/zoo/models.h"
+#include "models/io/safetensors_file.h"
 
 namespace po = boost::program_options;
 using namespace dpt;

@@ -22,12 +22,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "models/checkpoint.h"
-#include "models/layers/batch_norm.h"
-#include "models/layers/conv2d.h"
-#include "models/layers/linear.h"
-#include "models/layers/shape_layers.h"
-#include "models/models.h"
+#include "models/io/checkpoint.h"
+#include "models/nn/layers/batch_norm.h"
+#include "models/nn/layers/conv2d.h"
+#include "models/nn/layers/linear.h"
+#include "models/nn/layers/shape_layers.h"
+#include "models/zoo/models.h"
 
 using namespace dpt;
 

@@ -1,0 +1,170 @@
+#include "models/kernels/cpu/gemm_engine.h"
+
+#include <cblas.h>  // cblas_sgemm, openblas_get_corename
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "models/kernels/cpu/gemm.h"
+
+#ifdef DPT_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+#ifdef DPT_ONEDNN_OPENMP
+// The OpenMP runtime oneDNN was built with (Debian: libgomp.so.1, linked by
+// models/CMakeLists.txt); declared here so no OpenMP compiler flag or header is needed.
+extern "C" {
+void omp_set_num_threads(int n);
+int omp_get_max_threads(void);
+}
+#endif
+
+namespace dpt {
+namespace {
+
+void scale_c(int m, int n, float beta, float* c, int ldc) {
+  for (int i = 0; i < m; ++i) {
+    float* row = c + static_cast<size_t>(i) * ldc;
+    for (int j = 0; j < n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+  }
+}
+
+#ifdef DPT_HAVE_ONEDNN
+// oneDNN's OpenMP team size is a per-thread setting (each thread that calls in starts
+// with OMP_NUM_THREADS or the cores): set it on every call, from whichever thread.
+// Products of at most kSerialMnk = 64^3 multiply-adds run on one thread, as OpenBLAS
+// 0.3.21 runs them (SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4): oneDNN would
+// split even those, and an OpenMP fork/join per call costs more than it saves there. On a
+// busy machine it costs far more: attention's 64x64x64 products measured 0.1 GFLOP/s on 2
+// threads while another job held the second core, against ~110 on one.
+constexpr double kSerialMnk = 64.0 * 64.0 * 64.0;
+
+void follow_blas_threads(int m, int n, int k) {
+#ifdef DPT_ONEDNN_OPENMP
+  const int want = double(m) * n * k <= kSerialMnk ? 1 : blas_threads();
+  if (omp_get_max_threads() != want) omp_set_num_threads(want);
+#else
+  (void)m, (void)n, (void)k;
+#endif
+}
+
+void onednn_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                  const float* b, int ldb, float beta, float* c, int ldc) {
+  follow_blas_threads(m, n, k);
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
+                                      beta, c, ldc);
+  if (st != dnnl_success)
+    throw std::runtime_error("dnnl_sgemm(" + std::string(trans_a ? "T" : "N") + (trans_b ? "T" : "N") + ", m=" +
+                             std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                             " lda=" + std::to_string(lda) + " ldb=" + std::to_string(ldb) + " ldc=" +
+                             std::to_string(ldc) + ") failed with status " + std::to_string(int(st)));
+}
+#endif
+
+}  // namespace
+
+#ifdef DPT_HAVE_ONEDNN
+namespace detail {
+// For models/kernels/cpu/gemm_bf16.cpp: oneDNN's thread count for one product, as onednn_sgemm sets it.
+void onednn_threads_for(int m, int n, int k) { follow_blas_threads(m, n, k); }
+}  // namespace detail
+#endif
+
+const char* gemm_engine_name(GemmEngine e) { return e == GemmEngine::onednn ? "onednn" : "openblas"; }
+
+std::optional<GemmEngine> parse_gemm_engine(std::string_view name) {
+  if (name == "openblas") return GemmEngine::openblas;
+  if (name == "onednn") return GemmEngine::onednn;
+  return std::nullopt;
+}
+
+bool gemm_engine_available(GemmEngine e) {
+#ifdef DPT_HAVE_ONEDNN
+  (void)e;
+  return true;
+#else
+  return e == GemmEngine::openblas;
+#endif
+}
+
+std::vector<GemmEngine> available_gemm_engines() {
+  std::vector<GemmEngine> v{GemmEngine::openblas};
+  if (gemm_engine_available(GemmEngine::onednn)) v.push_back(GemmEngine::onednn);
+  return v;
+}
+
+void sgemm_with(GemmEngine e, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  // Both libraries would accept k == 0, but not every version alike; BLAS says C = beta*C
+  // (and beta == 0 does not read C).
+  if (k == 0) return scale_c(m, n, beta, c, ldc);
+  if (e == GemmEngine::onednn) {
+#ifdef DPT_HAVE_ONEDNN
+    return onednn_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+    throw std::invalid_argument("GEMM engine onednn: this build has no oneDNN (install libdnnl-dev, reconfigure)");
+#endif
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+              alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+std::string openblas_core_name() {
+  const char* name = openblas_get_corename();
+  return name ? name : "";
+}
+
+int onednn_cpu_isa() {
+#ifdef DPT_HAVE_ONEDNN
+  return static_cast<int>(dnnl_get_effective_cpu_isa());
+#else
+  return -1;
+#endif
+}
+
+std::string onednn_isa_name() {
+#ifdef DPT_HAVE_ONEDNN
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_all: return "all";
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+  }
+  return "isa 0x" + [] {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%x", unsigned(dnnl_get_effective_cpu_isa()));
+    return std::string(buf);
+  }();
+#else
+  return "";
+#endif
+}
+
+std::string onednn_version() {
+#ifdef DPT_HAVE_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+#else
+  return "";
+#endif
+}
+
+int gemm_engine_threads(GemmEngine e) {
+#ifdef DPT_ONEDNN_OPENMP
+  if (e == GemmEngine::onednn) return omp_get_max_threads();
+#else
+  (void)e;
+#endif
+  return blas_threads();
+}
+
+}  // namespace dpt

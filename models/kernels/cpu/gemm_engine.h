@@ -1,0 +1,54 @@
+// The CPU GEMM engines behind sgemm() (models/kernels/cpu/gemm.h), each called the same way:
+// C = alpha * op(A) * op(B) + beta * C on row-major float matrices. No policy here: which
+// engine sgemm() runs is models/kernels/cpu/gemm_choice.h's business.
+//
+// Terms:
+//   openblas  cblas_sgemm from OpenBLAS. Debian's build picks its kernels at load time
+//             from the CPU's family/model numbers (its "core", e.g. SkylakeX); a model
+//             number it does not know gets the Prescott (SSE3) kernels, ~4x slower on an
+//             AVX-512 CPU. OPENBLAS_CORETYPE overrides the core (benchmarks only).
+//   onednn    dnnl_sgemm from oneDNN (Debian: libdnnl-dev), built with DPT_HAVE_ONEDNN.
+//             It JITs its kernels for the instruction sets CPUID reports (its "ISA",
+//             e.g. avx512_core_amx), so it cannot mistake a new CPU for an old one;
+//             ONEDNN_MAX_CPU_ISA caps it.
+//   threads   both engines run a product on blas_threads() threads (the process's thread
+//             plan, models/kernels/cpu/gemm.h), and products of at most 64^3 multiply-adds on one (OpenBLAS's
+//             own rule). oneDNN's CPU runtime in Debian is OpenMP (libgomp): before each
+//             call the calling thread's OpenMP thread count is set accordingly, so
+//             OPENBLAS_NUM_THREADS=1 keeps both single-threaded (OMP_NUM_THREADS is
+//             overridden).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dpt {
+
+enum class GemmEngine { openblas, onednn };
+
+const char* gemm_engine_name(GemmEngine e);
+// "openblas" / "onednn"; nullopt for anything else ("auto" is gemm_choice.h's).
+std::optional<GemmEngine> parse_gemm_engine(std::string_view name);
+bool gemm_engine_available(GemmEngine e);      // onednn: only in builds with oneDNN
+std::vector<GemmEngine> available_gemm_engines();
+
+// One product on engine `e`: no recording, no choice (throws std::invalid_argument when
+// `e` is not in this build, std::runtime_error when the engine rejects the arguments).
+// m, n == 0 return at once; k == 0 scales C by beta.
+void sgemm_with(GemmEngine e, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                int lda, const float* b, int ldb, float beta, float* c, int ldc);
+
+// What each engine runs on this CPU:
+std::string openblas_core_name();  // openblas_get_corename(): "SkylakeX", "Prescott", ...
+int onednn_cpu_isa();              // dnnl_get_effective_cpu_isa() (a dnnl_cpu_isa_t); -1 without oneDNN
+std::string onednn_isa_name();     // "avx512_core_amx", ...; "" without oneDNN
+std::string onednn_version();      // "2.6.3"; "" without oneDNN
+// Threads engine e runs a product on when called from this thread: blas_threads() for
+// openblas; for onednn this thread's OpenMP thread count, which every sgemm_with(onednn)
+// sets first (blas_threads(), or 1 for a product of at most 64^3; tests read it after a
+// call).
+int gemm_engine_threads(GemmEngine e);
+
+}  // namespace dpt
