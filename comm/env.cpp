@@ -89,8 +89,8 @@ const std::vector<Knob>& declared_knobs() {
        "torch.distributed backend \"dpt\" (import dpt_torch): the transport under PyTorch's process groups, tcp "
        "(shared memory between same-host ranks) or mpi (under mpirun)"},
       {kTorchAlgo, "", "torch.distributed backend \"dpt\": collective algorithm as --algo (unset: COMM_ALGO)"},
-      {"MASTER_ADDR", "127.0.0.1", "rendezvous host: rank 0 serves the store there (under launch --elastic, node 0's launcher does); under Slurm it defaults to the first host of SLURM_JOB_NODELIST"},
-      {"MASTER_PORT", "29500", "rendezvous port (under mpirun without it, a free port is agreed over MPI)"},
+      {"MASTER_ADDR", "127.0.0.1", "rendezvous host: rank 0 serves the store there (under launch --elastic, node 0's launcher does); under srun it defaults to the step's first node (SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST)"},
+      {"MASTER_PORT", "29500", "rendezvous port (under mpirun without it, a free port is agreed over MPI; under srun, 10000 + (SLURM_JOB_ID % 2500) * 8 + SLURM_STEP_ID % 8)"},
       {"RANK / WORLD_SIZE / LOCAL_RANK", "", "torchrun-style launch variables (also read: OMPI_COMM_WORLD_*, PMI_*, SLURM_*)"},
   };
   return k;

@@ -57,8 +57,18 @@ static void read_slurm(LaunchInfo& li) {
     }
   }
   if (!get("MASTER_ADDR")) {
-    const char* var = get("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
+    // Rank 0 runs on the step's first node (a step may use part of the job's nodes).
+    const char* var = get("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST"
+                      : get("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
     if (const char* v = get(var)) li.master_addr = slurm::expand_host_list(v, var).front();
+  }
+  if (!get("MASTER_PORT")) {
+    if (const char* job = get("SLURM_JOB_ID")) {
+      const char* step = get("SLURM_STEP_ID");
+      li.master_port = slurm::port_for_step(
+          uint64_t(parse_int("SLURM_JOB_ID", job, 0, 2147483647)),
+          step ? uint64_t(std::strtoull(step, nullptr, 10)) : 0);  // "batch"/"extern" steps: 0
+    }
   }
 }
 

@@ -40,8 +40,11 @@ int main(int argc, char** argv) {
       if (x[i] != float(factor * double(i % 100))) ++wrong;
       checksum += x[i];
     }
-    std::printf("rank %d/%d backend=%s algo=%s: allreduce(sum) of %zu floats: %s, checksum %.0f\n", r, n,
-                comm->backend_name().c_str(), algo.c_str(), count, wrong ? "WRONG" : "correct", checksum);
+    // The hosts as this rank sees them (a network namespace or a Slurm node is a host).
+    const dpt::Topology& topo = comm->topology();
+    std::printf("rank %d/%d backend=%s algo=%s: allreduce(sum) of %zu floats: %s, checksum %.0f; host %d of %s\n",
+                r, n, comm->backend_name().c_str(), algo.c_str(), count, wrong ? "WRONG" : "correct", checksum,
+                topo.my_host(), topo.describe().c_str());
     std::fflush(stdout);
     comm->barrier();
     return wrong ? 1 : 0;

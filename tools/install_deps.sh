@@ -6,7 +6,10 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev catch2 libopenblas-dev
       libboost-program-options-dev nlohmann-json3-dev zlib1g-dev libfmt-dev
       dataset-fashion-mnist fortunes gnuplot-nox libgloo-dev iproute2 procps time libssl-dev libdnnl-dev
-      clang libclang-rt-14-dev libicu-dev python3-torch python3-torchvision python3-numpy libtorch-dev python3-pybind11 pybind11-dev python3-dev)
+      clang libclang-rt-14-dev libicu-dev python3-torch python3-torchvision python3-numpy libtorch-dev python3-pybind11 pybind11-dev python3-dev
+      slurmd slurmctld slurm-client munge)
+# Slurm and munge: the slurm.* tests start their own controller and slurmd's on emulated
+# hosts (bench/slurm_cluster.sh); nothing of the system's own Slurm is configured or used.
 # node runs the reference GPT-2 encoder in the tokenizer tests; npm fetches it. Only when
 # npm is missing: a node from elsewhere (nodesource) conflicts with Debian's npm package.
 command -v npm > /dev/null || pkgs+=(nodejs npm)

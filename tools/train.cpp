@@ -15,6 +15,7 @@
 #include "tools/train/report.h"
 #include "train/cpu_threads_setup.h"
 #include "train/dist_trainer.h"
+#include "train/stop_signals.h"
 
 int main(int argc, char** argv) {
   // 1. Flags (tools/train/options.h): checked before any rendezvous; errors exit 2.
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // SIGTERM/SIGUSR1 (a scheduler's time limit, scancel, preemption) become a stop at the
+  // next step boundary with a checkpoint, where there is a folder to write it to.
+  if (o.cfg.stop_on_signal) dpt::install_stop_signals();
   std::unique_ptr<dpt::Communicator> comm;
   std::optional<train::ElasticSetup> elastic;
   try {
@@ -70,6 +74,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "train: %s: dying without cleanup\n", e.what());
       std::fflush(stderr);
       std::_Exit(137);
+    }
+    if (s.stopped) {
+      if (rank == 0)
+        std::printf("train: stopped by a signal after step %lld: checkpoint in '%s'; the same command with "
+                    "--auto-resume (or --resume) goes on from there (exit %d)\n",
+                    (long long)s.steps, o.cfg.checkpoint_dir.c_str(), dpt::kExitStoppedBySignal);
+      std::fflush(stdout);
+      comm.reset();
+      return dpt::kExitStoppedBySignal;
     }
     report.final_line(s);
     try {

@@ -164,6 +164,16 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   if (config_.elastic_join) return;  // the members' state arrives in run() (sync_state)
   if (config_.resume && !load_latest_checkpoint())
     throw std::runtime_error("--resume: no checkpoint found in '" + config_.checkpoint_dir + "'");
+  if (config_.auto_resume && comm_->rank() == 0) {
+    // The same script runs first and after every requeue: say which this is.
+    if (load_latest_checkpoint())
+      std::printf("auto-resume: continuing from step %lld of '%s'\n", (long long)step_, config_.checkpoint_dir.c_str());
+    else
+      std::printf("auto-resume: no checkpoint in '%s' yet: starting at step 0\n", config_.checkpoint_dir.c_str());
+    std::fflush(stdout);
+  } else if (config_.auto_resume) {
+    load_latest_checkpoint();
+  }
   // Every rank starts from rank 0's parameters, verified by checksum (after a resume
   // too: a rank that read a different file is caught here), and its buffers (PyTorch DDP
   // syncs the module states at construction whatever broadcast_buffers says).

@@ -80,6 +80,10 @@ struct DistTrainConfig {
   std::string checkpoint_dir;    // non-empty: save here
   int64_t save_every = 0;        // steps between checkpoints (0: only at the end)
   bool resume = false;           // continue from checkpoint_dir's latest checkpoint
+  bool auto_resume = false;      // resume if checkpoint_dir has a checkpoint, else start fresh
+  // Stop at the next step boundary when a rank got SIGTERM or SIGUSR1 (train/stop_signals.h):
+  // agreed in the step's agreement, a checkpoint written there, TrainSummary::stopped set.
+  bool stop_on_signal = false;
   int64_t eval_every = 0;        // steps between evaluations (0: at each epoch end)
   int64_t log_every = 10;
   size_t max_eval_samples = 0;
@@ -191,6 +195,7 @@ struct TrainSummary {
   double zero_grad_frac = 0;     // count_zero_grads: over every step's owned gradients
   float loss_scale = 0;          // fp16: at the end (0: no scaler)
   int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients
+  bool stopped = false;          // stopped on a signal (stop_on_signal), checkpoint at `steps` written
   std::vector<BackendTraffic> traffic;  // retired communicators first, the one in use last
 };
 
@@ -234,7 +239,9 @@ class DistTrainer {
   // Model-state bytes of this rank, counted from the buffers (model_state_memory.h).
   // The strategy's measured bytes, with what the memory check planned (gpt2).
   ModelStateBytes memory_bytes() const;
-  void save_checkpoint(int64_t step, int epoch, int64_t batches_done) const;
+  // cb: its on_phase(step, "save") fires once this rank's files are written, before the
+  // barrier after which `latest` moves (a test hook's signal lands mid-checkpoint there).
+  void save_checkpoint(int64_t step, int epoch, int64_t batches_done, const TrainCallbacks* cb = nullptr) const;
   // Rank 0, full parameters exposed: DIR/model.safetensors; for gpt2 in
   // GPT2LMHeadModel's layout with config.json beside it (save_gpt2_pretrained).
   void write_model_file(const std::string& dir, const Metadata& metadata) const;
@@ -258,8 +265,8 @@ class DistTrainer {
   // One optimizer step on the fetched micro-batches.
   StepLoss train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb);
   // run()'s steps (dist_trainer_loop.cpp), in the order run() takes them.
-  enum class EpochEnd { data_end, last_step, reformed };
-  enum class StepAgreement { step, out_of_data, newcomers_wait };
+  enum class EpochEnd { data_end, last_step, reformed, stopped };
+  enum class StepAgreement { step, out_of_data, newcomers_wait, stop };
   struct SampleLog;
   bool last_step_reached() const;
   // Steps from (epoch_, position_) until the data, the configured steps or the group ends.
@@ -314,6 +321,7 @@ class DistTrainer {
   // the buffers first.
   bool buffers_due_ = true;
   int64_t step_ = 0;
+  mutable int64_t last_saved_step_ = -1;  // the step of the newest checkpoint this run wrote
   int epoch_ = 0;
   size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/sampler.h)
   int64_t switch_at_ = -1;

@@ -176,7 +176,7 @@ std::string DistTrainer::final_model_path() const {
 // moves only after a barrier that follows every rank's writes, so a kill during a
 // save leaves the previous checkpoint loadable and `latest` never names a step with a
 // missing file.
-void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done) const {
+void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done, const TrainCallbacks* cb) const {
   const fs::path dir = fs::path(config_.checkpoint_dir) / ("step_" + std::to_string(step));
   fs::create_directories(dir);
   const std::string model_path = (dir / "model.safetensors").string();
@@ -199,8 +199,10 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done)
     meta["loss_scale_skipped_steps"] = std::to_string(scaler_->state().skipped_steps);
   }
   if (comm_->rank() == 0) write_model_file(dir.string(), meta);
+  if (cb && cb->on_phase) cb->on_phase(step, "save");
   comm_->barrier();  // every rank's files are in place before `latest` moves
   if (comm_->rank() == 0) write_latest(config_.checkpoint_dir, dir.filename().string());
+  last_saved_step_ = step;
   strategy_->restore_working_parameters();
   comm_->barrier();
 }

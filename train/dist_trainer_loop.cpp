@@ -13,6 +13,7 @@
 #include "data/sampler.h"
 #include "models/io/checkpoint.h"
 #include "train/dist_trainer.h"
+#include "train/stop_signals.h"
 
 namespace dpt {
 namespace fs = std::filesystem;
@@ -81,6 +82,10 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
   int64_t first_step = step_ + 1;
   while (epoch_ < config_.epochs && !done) {
     const EpochEnd end = train_epoch(micro, first_step, t, cb);
+    if (end == EpochEnd::stopped) {  // a signal: the checkpoint is written; no evaluation, no final model
+      t.sum.stopped = true;
+      return summarize(t, t_start);
+    }
     if (end == EpochEnd::reformed) {  // the data again from (epoch_, position_), on the new group
       first_step = step_ + 1;
       continue;
@@ -144,6 +149,11 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
       if (!starved)
         for (auto& b : micro) fetched += loader.next(b) ? 1 : 0;
       const StepAgreement agreed = agree_on_step(fetched == config_.grad_accum);
+      if (agreed == StepAgreement::stop) {
+        // Every rank saw it in the same agreement: the boundary after step_ is everyone's.
+        if (last_saved_step_ != step_) save_checkpoint(step_, epoch_, consumed, &cb);
+        return EpochEnd::stopped;
+      }
       if (agreed == StepAgreement::newcomers_wait) {
         reform("newcomers are waiting to join", true, cb, t);
         return EpochEnd::reformed;
@@ -172,10 +182,13 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
 }
 
 DistTrainer::StepAgreement DistTrainer::agree_on_step(bool have_batches) {
-  // One small allreduce agrees that every rank has a batch (uneven inputs) and,
-  // in an elastic job, whether newcomers wait to join (rank 0 asks the store).
-  int32_t agree[2] = {have_batches ? 1 : 0, -int32_t(comm_->rank() == 0 && joiners_waiting())};
-  comm_->allreduce(make_buffer(agree, 2), ReduceOp::min);
+  // One small allreduce agrees that every rank has a batch (uneven inputs), in an
+  // elastic job whether newcomers wait to join (rank 0 asks the store), and whether any
+  // rank was asked to stop by a signal (train/stop_signals.h).
+  int32_t agree[3] = {have_batches ? 1 : 0, -int32_t(comm_->rank() == 0 && joiners_waiting()),
+                      -int32_t(config_.stop_on_signal && stop_signal() != 0)};
+  comm_->allreduce(make_buffer(agree, 3), ReduceOp::min);
+  if (agree[2] < 0) return StepAgreement::stop;
   if (agree[1] < 0) return StepAgreement::newcomers_wait;
   return agree[0] ? StepAgreement::step : StepAgreement::out_of_data;
 }
@@ -215,7 +228,7 @@ void DistTrainer::log_step(const StepLoss& step_loss, float lr, size_t begin, in
 
 void DistTrainer::run_scheduled_work(int64_t consumed, const TrainCallbacks& cb) {
   if (!config_.checkpoint_dir.empty() && config_.save_every > 0 && step_ % config_.save_every == 0)
-    save_checkpoint(step_, epoch_, consumed);
+    save_checkpoint(step_, epoch_, consumed, &cb);
   if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && cb.on_eval) cb.on_eval(step_, evaluate());
   if (elastic_ && config_.elastic_snapshot_every > 0 && step_ % config_.elastic_snapshot_every == 0) elastic_snapshot();
 }

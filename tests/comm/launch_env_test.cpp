@@ -4,6 +4,8 @@
 // nodes and one on the fourth; hostlist ranges keep their zero padding).
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <stdlib.h>
 
 #include <map>
@@ -71,6 +73,38 @@ TEST_CASE("slurm: detect_launch reads srun's per-task variables", "[slurm]") {
     const LaunchInfo li = detect_launch();
     CHECK(li.local_size == 4);
     CHECK(li.master_addr == "cn7");
+  }
+}
+
+TEST_CASE("slurm: srun with nothing set: the step's first node and a port from the job id", "[slurm]") {
+  // Two tasks of step 0 of job 4242 on the second and third nodes of the job (a step on
+  // part of the allocation): rank 0 is on the step's first node, cn2.
+  {
+    LaunchEnv env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_TASKS_PER_NODE", "1(x2)"},
+                   {"SLURM_JOB_NODELIST", "cn[1-4]"}, {"SLURM_STEP_NODELIST", "cn[2-3]"},
+                   {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}});
+    const LaunchInfo li = detect_launch();
+    CHECK(li.master_addr == "cn2");
+    CHECK(li.master_port == 10000 + (4242 % 2500) * 8);
+  }
+  // Steps of one job and jobs whose ids are close get different ports; MASTER_PORT wins.
+  std::set<int> ports;
+  for (int job = 7000; job < 9500; job += 3)
+    for (int step = 0; step < 8; ++step) {
+      const int p = slurm::port_for_step(uint64_t(job), uint64_t(step));
+      CHECK(p >= 10000);
+      CHECK(p < 30000);
+      ports.insert(p);
+    }
+  CHECK(ports.size() == size_t((9500 - 7000 + 2) / 3) * 8);
+  {
+    LaunchEnv env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4242"}, {"MASTER_PORT", "29400"}});
+    CHECK(detect_launch().master_port == 29400);
+  }
+  // A batch script's own step ("batch") counts as step 0.
+  {
+    LaunchEnv env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_ID", "17"}, {"SLURM_STEP_ID", "batch"}});
+    CHECK(detect_launch().master_port == 10000 + 17 * 8);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -87,11 +88,12 @@ std::vector<SignalHit> parse_signals(const std::string& text) {
     std::vector<std::string> f;
     std::stringstream parts(item);
     for (std::string x; std::getline(parts, x, ':');) f.push_back(x);
-    if (f.size() < 3 || f.size() > 4 || (f.size() == 4 && f[3] != "STOP" && f[3] != "KILL" && f[3] != "FAIL"))
-      throw std::invalid_argument("--debug-signal wants R:S:PHASE[:STOP|KILL|FAIL][,...], got '" + item + "'");
-    const std::string action = f.size() == 4 ? f[3] : "KILL";
+    static const std::map<std::string, int> actions = {
+        {"STOP", SIGSTOP}, {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"FAIL", 0}};
+    if (f.size() < 3 || f.size() > 4 || (f.size() == 4 && !actions.count(f[3])))
+      throw std::invalid_argument("--debug-signal wants R:S:PHASE[:STOP|KILL|TERM|USR1|FAIL][,...], got '" + item + "'");
     hits.push_back({parse_int(f[0], "--debug-signal", "a rank"), parse_int(f[1], "--debug-signal", "a step"), f[2],
-                    action == "STOP" ? SIGSTOP : action == "KILL" ? SIGKILL : 0});
+                    actions.at(f.size() == 4 ? f[3] : "KILL")});
   }
   return hits;
 }
@@ -171,6 +173,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("checkpoint-dir", po::value(&o.cfg.checkpoint_dir)->default_value(""), "save checkpoints here")
     ("save-every", po::value(&o.cfg.save_every)->default_value(0), "steps between checkpoints")
     ("resume", po::bool_switch(&o.cfg.resume), "continue from --checkpoint-dir's latest checkpoint")
+    ("auto-resume", po::bool_switch(&o.cfg.auto_resume), "continue from --checkpoint-dir's latest checkpoint if it has one, else start at step 0 (the same command for a first run and a requeued one; docs/slurm.md)")
     ("eval-every", po::value(&o.cfg.eval_every)->default_value(0), "steps between evaluations (0: each epoch)")
     ("eval-batch-size", po::value(&o.cfg.eval_batch_size)->default_value(0), "samples per evaluation forward (0: 256, for gpt2 the per-rank --batch-size)")
     ("metrics-out", po::value(&o.metrics_out)->default_value(""), "write JSON lines of metrics here (rank 0)")
@@ -182,7 +185,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("ignore-memory-check", po::bool_switch()->notifier([&o](bool on) { o.cfg.memory_check = !on; }), "start even when the model states and activations estimated per host exceed its available memory (docs/gpt2.md)")
     ("exit-after-step", po::value(&o.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
     ("debug-uneven", po::value(&o.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
-    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP|KILL|FAIL][,...] sends SIGKILL (or SIGSTOP) to the process that started as rank R, inside step S at forward, backward, sync or update, at eval (the evaluation at the end of an epoch whose last step is S), or at adopt (elastic: while a new generation takes the group's state before step S); FAIL instead makes that process alone see a communication failure there, once")
+    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP|KILL|TERM|USR1|FAIL][,...] sends SIGKILL (or SIGSTOP, SIGTERM, SIGUSR1) to the process that started as rank R, inside step S at forward, backward, sync or update, at eval (the evaluation at the end of an epoch whose last step is S), at save (step S's checkpoint: this rank's files written, `latest` not yet moved), or at adopt (elastic: while a new generation takes the group's state before step S); FAIL instead makes that process alone see a communication failure there, once")
     ("debug-sample-log", po::value(&o.cfg.sample_log)->default_value(""), "testing: append 'step world rank index...' for every completed step to PREFIX.<elastic id or rankN>")
     ("no-broadcast-buffers", po::bool_switch(&o.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
     ("sync-bn", po::bool_switch(&o.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")
@@ -288,6 +291,13 @@ void check_options(Options& o, const po::variables_map& vm) {
                                   std::to_string(o.cfg.elastic_snapshot_replicas));
   }
   if (o.cfg.resume && o.cfg.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+  if (o.cfg.auto_resume && o.cfg.checkpoint_dir.empty())
+    throw std::invalid_argument("--auto-resume needs --checkpoint-dir");
+  if (o.cfg.auto_resume && o.cfg.resume)
+    throw std::invalid_argument("--resume and --auto-resume: give one (--resume fails without a checkpoint, --auto-resume starts fresh)");
+  // With somewhere to save, SIGTERM and SIGUSR1 stop at a step boundary with a checkpoint
+  // (train/stop_signals.h); without, they terminate as they always do.
+  o.cfg.stop_on_signal = !o.cfg.checkpoint_dir.empty();
   if (o.cfg.save_every > 0 && o.cfg.checkpoint_dir.empty())
     throw std::invalid_argument("--save-every " + std::to_string(o.cfg.save_every) +
                                 " needs --checkpoint-dir DIR, where the checkpoints go (without it nothing is saved)");

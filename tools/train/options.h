@@ -16,7 +16,7 @@
 
 namespace train {
 
-// --debug-signal R:S:PHASE[:STOP|KILL|FAIL]: a signal to the process that started as rank R
+// --debug-signal R:S:PHASE[:STOP|KILL|TERM|USR1|FAIL]: a signal to the process that started as rank R
 // (signal 0: FAIL, an injected communication failure).
 struct SignalHit {
   int64_t rank = 0, step = 0;

@@ -75,7 +75,7 @@ void print_config(const Options& o, dpt::DistTrainer& trainer, const dpt::Commun
                     {"dataset", trainer.train_set().name() + " (" + std::to_string(trainer.train_set().size()) + " samples, " + std::to_string(trainer.held_out_set().size()) + " held out)"},
                     {"input", dpt::tools::shape_text(trainer.model().sample_shape()) + ", augmentation " + dpt::augment_name(o.cfg.image.augment)},
                     {"BatchNorm", trainer.model().flat_buffers().empty() ? "none" : std::to_string(trainer.model().flat_buffers().size()) + " buffer values, " + (o.cfg.broadcast_buffers ? "broadcast from rank 0 each step" : "per rank (not broadcast)") + (o.cfg.sync_bn ? ", SyncBatchNorm" : "")},
-                    {"world size", std::to_string(comm.size())},
+                    {"world size", std::to_string(comm.size()) + " (" + comm.topology().describe() + ")"},
                     {"device", o.device == "cuda" ? "cuda (model on the GPU; optimizer and gradient exchange on host buffers)" : "cpu"},
                     {"GEMM", o.device == "cuda" ? "cuBLAS" : dpt::gemm_engine_description()},
                     {"threads", o.threads_text},

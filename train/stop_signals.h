@@ -1,0 +1,25 @@
+#pragma once
+// Stopping on a scheduler's signal without losing a step. Slurm sends SIGTERM at a time
+// limit, on scancel and on preemption (then SIGKILL after KillWait, 30 s by default), and
+// SIGUSR1 ahead of time with `sbatch --signal=USR1@SECONDS`. The handler only records the
+// signal; the distributed trainer reads it in the agreement every step already makes
+// (DistTrainer::agree_on_step), so all ranks stop at the same step boundary even when one
+// rank alone was signalled, write a checkpoint there (each rank its shard), and the program
+// exits with kExitStoppedBySignal. A second signal changes nothing: the checkpoint being
+// written completes, and `latest` moves only once every rank's files are in place, so a
+// SIGKILL in the middle leaves the previous checkpoint the one a resume takes.
+namespace dpt {
+
+// The exit status after such a stop (BSD's EX_TEMPFAIL: "try again"); an sbatch script
+// requeues on it (docs/slurm.md).
+inline constexpr int kExitStoppedBySignal = 75;
+
+// Installs the handlers for SIGTERM and SIGUSR1 (a program with somewhere to save calls it;
+// without a checkpoint folder the default action, termination, is the right one).
+void install_stop_signals();
+// 0, or the first of those signals this process received.
+int stop_signal();
+// Test hook: as if `sig` had arrived.
+void raise_stop_signal_for_test(int sig);
+
+}  // namespace dpt
