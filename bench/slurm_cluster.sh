@@ -15,7 +15,9 @@
 #                            under /tmp are node0's own, use another folder to share:
 #                            slurm_exec srun -N 2 -n 4 build/bin/train ...
 #   slurm_wait_job ID [S]    wait until job ID has left the queue (S seconds, default 120)
-#   slurm_down               stop the daemons, remove the namespaces (also done on EXIT)
+#   slurm_down               stop the daemons, remove the namespaces (also done on EXIT:
+#                            slurm_up sets that trap, so a caller with cleanup of its own
+#                            sets its trap after slurm_up and calls slurm_down in it)
 # Proctrack linuxproc and task/none: no cgroups needed. Nothing is written outside a
 # scratch folder but /etc/netns/<namespace>/, removed by slurm_down.
 source "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"

@@ -77,7 +77,6 @@ void ProgressEngine::Impl::fail_communicator(const std::string& detail, bool loc
   failed_flag.store(true, std::memory_order_release);
   close_deadline = Clock::now() + kAbortFlush;
   size_t failed_ops = 0;
-  std::string reason = detail.size() > kMaxAbortReason ? detail.substr(0, kMaxAbortReason) : detail;
   for (Peer& p : peers) {
     for (auto& [tag, q] : p.posted)
       for (auto& op : q) {
@@ -106,21 +105,24 @@ void ProgressEngine::Impl::fail_communicator(const std::string& detail, bool loc
       close_peer(p);  // a half-written frame: the stream cannot carry another one
       continue;
     }
-    // Tell the peer, so it fails now instead of at its timeout.
-    auto op = std::make_shared<Op>();
-    op->is_send = true;
-    op->peer = p.rank;
-    op->owned = reason;
-    op->data = op->owned.data();
-    op->bytes = op->owned.size();
-    encode_header(FrameHeader{FrameType::abort, 0, op->bytes}, op->header);
-    p.sendq.push_back(op);
+    queue_abort(p);  // tell the peer, so it fails now instead of at its timeout
   }
   unexpected_bytes = 0;
   if (failed_ops > 0 && !local_abort)
     log::warn("tcp: {} ({} pending operation(s) failed)", detail, failed_ops);
   else
     log::debug("tcp: communicator failed: {}", detail);
+}
+
+void ProgressEngine::Impl::queue_abort(Peer& p) {
+  auto op = std::make_shared<Op>();
+  op->is_send = true;
+  op->peer = p.rank;
+  op->owned = fail_detail.size() > kMaxAbortReason ? fail_detail.substr(0, kMaxAbortReason) : fail_detail;
+  op->data = op->owned.data();
+  op->bytes = op->owned.size();
+  encode_header(FrameHeader{FrameType::abort, 0, op->bytes}, op->header);
+  p.sendq.push_back(op);
 }
 
 void ProgressEngine::Impl::start_shutdown() {

@@ -247,6 +247,9 @@ struct ProgressEngine::Impl {
   void on_connection_lost(Peer& p, const std::string& detail);
   void on_goodbye(Peer& p);
   void fail_communicator(const std::string& detail, bool local_abort, int culprit);
+  // Queues an abort frame naming `fail_detail` to an open peer; the loop closes it once the
+  // frame is out (or at close_deadline).
+  void queue_abort(Peer& p);
   void start_shutdown();
   void expire_ops();
   void fail_leftovers();  // the engine thread ends: whatever is pending fails

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -49,13 +50,21 @@ void ProgressEngine::Impl::take_arrival(Arrival& a) {
     on_connection_lost(p, fmt::format("could not connect to peer rank {}: {}", p.rank, a.error));
     return;
   }
-  if (failed || shutting_down) {
+  if (shutting_down && !failed) {
     p.state = PeerState::broken;  // too late: closing tells the peer
     return;
   }
   p.sock = std::move(a.sock);
   net::set_nonblocking(p.sock.fd(), true);
   ++connections;
+  if (failed) {
+    // A connection that completes after this communicator failed (its dial or its accept
+    // was under way; even while it shuts down) still gets the abort frame: dropped, the
+    // peer would see a reset or an end and blame this rank instead of the failure's cause.
+    p.closing = true;
+    queue_abort(p);
+    close_deadline = std::max(close_deadline, Clock::now() + kAbortFlush);
+  }
 }
 
 void ProgressEngine::Impl::match_recv(Peer& p, const OpPtr& op) {

@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "backends/registry.h"
+#include "comm/launch_env.h"
 #include "bindings/torch/c10d_store_adapter.h"
 #include "bindings/torch/group_factory.h"
 #include "bindings/torch/process_group_dpt.h"
@@ -49,4 +50,20 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>(),
         "Rank 0's value on every rank of an mpirun job; the value itself elsewhere.");
   m.def("transport", &dpt::torch_plugin::transport_from_env, "The transport DPT_BACKEND names.");
+  m.def(
+      "launch_info",
+      [] {
+        const dpt::LaunchInfo li = dpt::detect_launch();
+        py::dict d;
+        d["source"] = li.source;
+        d["rank"] = li.rank;
+        d["world_size"] = li.world_size;
+        d["local_rank"] = li.local_rank;
+        d["local_size"] = li.local_size;
+        d["master_addr"] = li.master_addr;
+        d["master_port"] = li.master_port;
+        return d;
+      },
+      "This process's place as the launcher says it (comm/launch_env.h): under srun the rank, "
+      "local rank, the step's first node and the port derived from the job id.");
 }

@@ -4,7 +4,7 @@
 #   slurm_jobs.sh REPO BUILD srun      2 nodes x 2 CPUs: `srun -n 4 train --backend tcp` with
 #                                      nothing set (4 ranks, 2 hosts seen); two 2-task jobs
 #                                      at once on one node (their derived ports differ); the
-#                                      tcp and mpi scripts of docs/slurm.md as written
+#                                      tcp, mpi and PyTorch scripts of docs/slurm.md as written
 #   slurm_jobs.sh REPO BUILD preempt-term|preempt-usr1
 #                                      1 node x 2 CPUs: docs/slurm.md's preemptible script
 #                                      stopped mid-run by `scancel --signal=TERM` (the ranks)
@@ -20,8 +20,10 @@ fail() { echo "FAIL: $*"; [[ -n ${SLURM_DIR:-} ]] && tail -5 "$SLURM_DIR"/slurmc
 work=$(mktemp -d /var/tmp/dpt-slurm-test.XXXXXX)   # every node sees it (not /tmp: each node has its own)
 cleanup() { slurm_down; rm -rf "$work"; }
 trap cleanup EXIT
-# The jobs run from a folder where build/ is this build: the docs' relative paths hold.
+# The jobs run from a folder where build/ is this build and tests/ the repository's: the
+# docs' relative paths hold.
 ln -s "$build" "$work/build"
+ln -s "$repo/tests" "$work/tests"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # docs/slurm.md's script number N (the fences tagged sbatch, in order).
 doc_script() {
@@ -35,6 +37,7 @@ case $mode in
 srun)
   slurm_up 2 2 1gbit
   rc=$?
+  trap cleanup EXIT   # slurm_up set its own
   ((rc == 0)) || exit $rc
   # 1. srun with nothing set: 4 ranks over 2 nodes find each other (port from the job id).
   (cd "$work" && slurm_exec srun -N 2 -n 4 build/bin/train --backend tcp --model mlp --steps 20 --log-every 10) \
@@ -77,16 +80,17 @@ srun)
   awk -v sa="$(t a start)" -v ea="$(t a end)" -v sb="$(t b start)" -v eb="$(t b end)" 'BEGIN {exit !(sa < eb && sb < ea)}' ||
     fail "the two jobs did not run at the same time (a $(t a start)-$(t a end), b $(t b start)-$(t b end))"
   echo "ok   two jobs on node0 at the same time (ids $ja, $jb: ports $((10000 + (ja % 2500) * 8)) and $((10000 + (jb % 2500) * 8)))"
-  # 3. docs/slurm.md's tcp and mpi scripts, as written.
-  for n in 1 2; do
+  # 3. docs/slurm.md's tcp, mpi and PyTorch scripts, as written.
+  for n in 1 2 3; do
     doc_script $n > "$work/doc$n.sh"
     id=$(submit doc$n.sh)
     slurm_wait_job "$id" 240 || fail "docs/slurm.md's script $n did not finish"
     out=$(ls "$work"/dpt-*-"$id".out 2>/dev/null | head -1)
     [[ -n $out ]] || fail "docs/slurm.md's script $n wrote no output file"
-    finals=$(grep -c "final: " "$out")
+    finals=$(grep -c "final: \|^rank [0-3] step 9 loss" "$out")
     want=1
     ((n == 2)) && want=2
+    ((n == 3)) && want=4   # every rank's last step
     ((finals == want)) || { cat "$out"; fail "docs/slurm.md's script $n: $finals final lines, want $want"; }
     echo "ok   docs/slurm.md script $n ($(head -3 "$work/doc$n.sh" | sed -n 's/#SBATCH --job-name=//p')): $finals run(s) finished"
   done
@@ -94,9 +98,10 @@ srun)
 preempt-term|preempt-usr1)
   SLURM_KILL_WAIT=30 slurm_up 1 2
   rc=$?
+  trap cleanup EXIT   # slurm_up set its own
   ((rc == 0)) || exit $rc
-  doc_script 3 > "$work/preemptible.sh"
-  grep -q -- "--auto-resume" "$work/preemptible.sh" || fail "docs/slurm.md's third sbatch script is not the preemptible one"
+  doc_script 4 > "$work/preemptible.sh"
+  grep -q -- "--auto-resume" "$work/preemptible.sh" || fail "docs/slurm.md's fourth sbatch script is not the preemptible one"
   # The same job, uninterrupted, in a checkpoint folder of its own.
   sed 's/ckpt-preemptible/ckpt-reference/; s/dpt-preemptible/dpt-reference/g' "$work/preemptible.sh" > "$work/reference.sh"
   id=$(submit reference.sh)

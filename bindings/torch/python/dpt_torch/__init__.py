@@ -76,6 +76,25 @@ def _fill_launch_env_from_mpirun():
     env.setdefault("LOCAL_WORLD_SIZE", local_size)
 
 
+def _fill_launch_env_from_slurm():
+    """Under srun, give env:// the torchrun-style variables it reads, from Slurm's own
+    (docs/slurm.md): ranks from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID, MASTER_ADDR the
+    step's first node, MASTER_PORT derived from the job and step ids. Variables already
+    set win."""
+    env = os.environ
+    if "SLURM_PROCID" not in env or _UNDER_MPIRUN or ("RANK" in env and "WORLD_SIZE" in env):
+        return
+    li = _C.launch_info()
+    env.setdefault("RANK", str(li["rank"]))
+    env.setdefault("WORLD_SIZE", str(li["world_size"]))
+    env.setdefault("LOCAL_RANK", str(li["local_rank"]))
+    env.setdefault("LOCAL_WORLD_SIZE", str(li["local_size"]))
+    if li["master_addr"]:
+        env.setdefault("MASTER_ADDR", li["master_addr"])
+    if li["master_port"]:
+        env.setdefault("MASTER_PORT", str(li["master_port"]))
+
+
 def _store_host(store):
     """The host a TCPStore under PyTorch's PrefixStores was reached at, else ''."""
     while isinstance(store, dist.PrefixStore):
@@ -100,5 +119,6 @@ def _create_process_group(opts, pg_options):
 
 
 _fill_launch_env_from_mpirun()
+_fill_launch_env_from_slurm()
 if BACKEND_NAME.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND_NAME, _create_process_group, extended_api=True)
