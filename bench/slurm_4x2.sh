@@ -7,7 +7,7 @@
 #      final line, the wall time
 #   2. what `--algo auto` picks per allreduce size on the real nodes, and each size's time
 #      under auto, ring and hierarchical (comm_bench, blocking, 3 runs' median)
-#   3. a time limit: docs/slurm.md's preemptible job with --time=2 and --signal=B:USR1@100
+#   3. a time limit: docs/slurm.md's preemptible job with --time=3 and --signal=B:USR1@100
 #      submitted on the 4 nodes x 2, stopped by the warning, requeued, finished; compared
 #      bit for bit with the same job uninterrupted; the time from signal to stop
 # Needs root, namespaces and Debian's slurmd/slurmctld/slurm-client/munge. A few minutes.
@@ -85,29 +85,32 @@ for size in $(awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1}' "$work/bench.auto.1");
 done
 {
   echo
-  echo "## 3. A time limit: --time=2 --signal=B:USR1@100, requeued"
+  echo "## 3. A time limit: --time=3 --signal=B:USR1@100, requeued"
   echo
 } >> "$res"
 awk '/^```sbatch$/ {n++; on = (n == 4); next} /^```/ {on = 0} on' "$repo/docs/slurm.md" > "$work/preemptible.sh"
-sed -i 's/--nodes=1/--nodes=4/; s/--ntasks-per-node=2/--ntasks-per-node=2\n#SBATCH --time=2/; s/--steps 200/--steps 3000/; s/--save-every 50/--save-every 1000/' "$work/preemptible.sh"
-sed 's/ckpt-preemptible/ckpt-reference/; s/dpt-preemptible/dpt-reference/g; /#SBATCH --time=2/d; /#SBATCH --signal/d' "$work/preemptible.sh" > "$work/reference.sh"
+# A 3-minute limit, warned 100 s before (Slurm checks limits about once a minute, so the
+# warning comes 100-160 s early); 1200 steps take two or three such runs here.
+sed -i 's/--nodes=1/--nodes=4/; s/--ntasks-per-node=2/--ntasks-per-node=2\n#SBATCH --time=3/; s/--steps 200/--steps 1200/; s/--save-every 50/--save-every 500/' "$work/preemptible.sh"
+sed 's/ckpt-preemptible/ckpt-reference/; s/dpt-preemptible/dpt-reference/g; /#SBATCH --time=3/d; /#SBATCH --signal/d' "$work/preemptible.sh" > "$work/reference.sh"
 ref=$(submit reference.sh)
 slurm_wait_job "$ref" 900 || exit 1
 id=$(submit preemptible.sh)
 slurm_wait_job "$id" 900 || exit 1
 log=$work/dpt-preemptible-$id.out
-at=$(sed -n 's/.*stopped by a signal after step \([0-9]*\).*/\1/p' "$log" | head -1)
+stops=$(sed -n 's/.*stopped by a signal after step \([0-9]*\).*/\1/p' "$log" | tr '\n' ' ')
+resumes=$(sed -n 's/.*auto-resume: continuing from step \([0-9]*\).*/\1/p' "$log" | tr '\n' ' ')
 same="differs"
 cmp -s "$work/ckpt-reference/model.safetensors" "$work/ckpt-preemptible/model.safetensors" && same="bitwise equal"
 {
-  echo "The preemptible job of docs/slurm.md on 4 nodes x 2 ranks, 3000 steps, checkpoints every 1000,"
-  echo "with \`#SBATCH --time=2\` (its USR1 comes with Slurm's up-to-60 s resolution):"
+  echo "The preemptible job of docs/slurm.md on 4 nodes x 2 ranks, 1200 steps, checkpoints every 500,"
+  echo "with \`#SBATCH --time=3\` (its USR1 comes with Slurm's up-to-60 s resolution):"
   echo
   echo '```text'
   grep -E "restart|stopped by a signal|auto-resume|srun exited" "$log" | sed 's/^\[rank 0\] //'
   echo '```'
   echo
-  echo "Stopped after step ${at:-?}, resumed at step ${at:-?} (0 steps lost); final model $same to the uninterrupted job's."
+  echo "Stopped after steps: ${stops:-none}; resumed at steps: ${resumes:-none} (each resume at the step the stop saved: 0 steps lost); final model $same to the uninterrupted job's."
 } >> "$res"
 cp "$res" "$out/results.md"
 cp "$work"/launchers-*.out "$work"/tcp.log "$out/" 2>/dev/null

@@ -201,4 +201,13 @@ std::span<const float> PowerSgdBucket::q_of(size_t i) const {
   return std::span<const float>(q_).subspan(m.q_at, m.cols * size_t(rank_));
 }
 
+std::string PowerSgdBucket::layout() const {
+  std::string s;
+  for (const auto& m : mats_) {
+    if (!s.empty()) s += ';';
+    s += std::to_string(m.offset) + ':' + std::to_string(m.rows) + 'x' + std::to_string(m.cols);
+  }
+  return s;
+}
+
 }  // namespace dpt

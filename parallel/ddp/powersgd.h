@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "models/nn/param_store.h"
@@ -89,6 +90,10 @@ class PowerSgdBucket {
   size_t q_floats() const { return q_.size(); }
   // Error, Q (average and local) and payload: what this bucket holds besides the gradients.
   size_t state_bytes() const;
+  // Which slices of the flat gradient its state belongs to: "offset:rowsxcols" of each
+  // compressed matrix, ';'-separated. Checkpoints compare it, so a state is restored only
+  // into the matrices it was built on (not merely into buffers of the same size).
+  std::string layout() const;
   // The current (averaged) Q of compressed matrix i, m x R row-major (tests).
   std::span<const float> q_of(size_t i) const;
   size_t num_compressed() const { return mats_.size(); }

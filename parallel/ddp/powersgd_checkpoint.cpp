@@ -13,6 +13,7 @@ std::string rank_file(const std::string& model_path, int r) {
 }
 std::string q_name(size_t i) { return "bucket_" + std::to_string(i) + ".q"; }
 std::string error_name(size_t i) { return "bucket_" + std::to_string(i) + ".error"; }
+std::string layout_key(size_t i) { return "bucket_" + std::to_string(i) + ".layout"; }
 
 // Copies the named tensor into dst; false when its size differs (another layout).
 bool take(const SafetensorsContents& c, const std::string& name, std::span<float> dst, const std::string& path) {
@@ -32,11 +33,12 @@ void save_powersgd_state(const std::string& model_path, const PowerSgdBuckets& b
     state.push_back({q_name(i), {int64_t(q.size())}, q});
     state.push_back({error_name(i), {int64_t(e.size())}, e});
   }
-  save_safetensors(rank_file(model_path, rank), state,
-                   {{"powersgd_rank", std::to_string(buckets.front()->approximation_rank())},
-                    {"buckets", std::to_string(buckets.size())},
-                    {"rank", std::to_string(rank)},
-                    {"world_size", std::to_string(world)}});
+  Metadata meta = {{"powersgd_rank", std::to_string(buckets.front()->approximation_rank())},
+                   {"buckets", std::to_string(buckets.size())},
+                   {"rank", std::to_string(rank)},
+                   {"world_size", std::to_string(world)}};
+  for (size_t i = 0; i < buckets.size(); ++i) meta[layout_key(i)] = buckets[i]->layout();
+  save_safetensors(rank_file(model_path, rank), state, meta);
 }
 
 std::string load_powersgd_state(const std::string& model_path, PowerSgdBuckets& buckets, int rank, int world) {
@@ -61,6 +63,16 @@ std::string load_powersgd_state(const std::string& model_path, PowerSgdBuckets& 
     return "resume: the checkpoint's PowerSGD state is for rank " + saved_rank + " in " + saved_buckets +
            " buckets, this run has rank " + std::to_string(buckets.front()->approximation_rank()) + " in " +
            std::to_string(buckets.size()) + fresh;
+  }
+  // The matrices each bucket's state belongs to (written since the layout was saved;
+  // an older file is checked by sizes alone, below).
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    auto it = head.metadata.find(layout_key(i));
+    if (it != head.metadata.end() && it->second != buckets[i]->layout()) {
+      for (auto& b : buckets) b->reset();
+      return "resume: the checkpoint's PowerSGD bucket " + std::to_string(i) + " holds other matrices (" + it->second +
+             ") than this run's (" + buckets[i]->layout() + "; another --bucket-mb or model?)" + fresh;
+    }
   }
   const bool same_world = saved_world == world;
   const std::string mine_path = same_world ? rank_file(model_path, rank) : first;

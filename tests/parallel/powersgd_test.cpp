@@ -5,12 +5,17 @@
 // out orthonormal, dependent ones zero; the wire counts follow R (n + m).
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "parallel/ddp/powersgd.h"
+#include "parallel/ddp/powersgd_checkpoint.h"
 
 namespace {
 
@@ -279,4 +284,91 @@ TEST_CASE("powersgd: phases out of order and rank < 1 are refused", "[powersgd]"
   dpt::PowerSgdBucket c({param({3, 2}, 0, 0)}, 1, 1);
   CHECK_THROWS_AS(c.project(g), std::logic_error);
   CHECK_THROWS_AS(dpt::PowerSgdBucket({param({3, 2}, 0, 0)}, 0, 1), std::invalid_argument);
+}
+
+// ---- PowerSGD's state in a checkpoint, restored into another world, rank or layout ----
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/dpt_psgd_ckpt_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// Two buckets (a 16x12 matrix with a bias; an 8x8 matrix) at rank 2, each rank's state
+// made distinct: Q from `q_seed` (the same on every rank), error from `e_seed` (its own).
+dpt::PowerSgdBuckets make_buckets(int bucket_count = 2) {
+  dpt::PowerSgdBuckets b;
+  b.push_back(std::make_unique<dpt::PowerSgdBucket>(
+      std::vector<dpt::ParamInfo>{param({16, 12}, 0, 0), param({16}, 192, 1)}, 2, 7));
+  if (bucket_count > 1)
+    b.push_back(std::make_unique<dpt::PowerSgdBucket>(std::vector<dpt::ParamInfo>{param({8, 8}, 208, 2)}, 2, 7));
+  return b;
+}
+void fill_state(dpt::PowerSgdBuckets& b, uint32_t q_seed, uint32_t e_seed) {
+  for (size_t i = 0; i < b.size(); ++i) {
+    auto q = random_floats(b[i]->q_state().size(), q_seed + uint32_t(i));
+    auto e = random_floats(b[i]->error_state().size(), e_seed + uint32_t(i));
+    std::copy(q.begin(), q.end(), b[i]->q_state().begin());
+    std::copy(e.begin(), e.end(), b[i]->error_state().begin());
+  }
+}
+std::vector<float> copy_of(std::span<float> s) { return {s.begin(), s.end()}; }
+
+}  // namespace
+
+TEST_CASE("powersgd checkpoint: same world, each rank its own error; another world, Q and zero error; "
+          "another layout, fresh", "[powersgd]") {
+  TempDir dir;
+  const std::string model = dir.path + "/model.safetensors";
+  // A 2-rank run's checkpoint: Q the same on both ranks, errors different.
+  std::vector<dpt::PowerSgdBuckets> saved(2);
+  for (int r = 0; r < 2; ++r) {
+    saved[size_t(r)] = make_buckets();
+    fill_state(saved[size_t(r)], 100, 200 + 10 * uint32_t(r));
+    dpt::save_powersgd_state(model, saved[size_t(r)], r, 2);
+  }
+  SECTION("the same world: rank 1 gets rank 1's error (not rank 0's) and Q") {
+    for (int r = 0; r < 2; ++r) {
+      auto b = make_buckets();
+      CHECK(dpt::load_powersgd_state(model, b, r, 2).empty());
+      for (size_t i = 0; i < b.size(); ++i) {
+        CHECK(copy_of(b[i]->q_state()) == copy_of(saved[size_t(r)][i]->q_state()));
+        CHECK(copy_of(b[i]->error_state()) == copy_of(saved[size_t(r)][i]->error_state()));
+      }
+    }
+  }
+  SECTION("another world size: Q continues, every error restarts from zero") {
+    for (int r = 0; r < 3; ++r) {
+      auto b = make_buckets();
+      const std::string note = dpt::load_powersgd_state(model, b, r, 3);
+      CHECK_THAT(note, Catch::Contains("written by 2 ranks, this run has 3: Q continues"));
+      for (size_t i = 0; i < b.size(); ++i) {
+        CHECK(copy_of(b[i]->q_state()) == copy_of(saved[0][i]->q_state()));
+        CHECK(max_abs(copy_of(b[i]->error_state())) == 0.0);
+      }
+    }
+  }
+  SECTION("another bucket layout or approximation rank: the fresh state, said") {
+    auto fresh = make_buckets(1);
+    auto b = make_buckets(1);
+    fill_state(b, 300, 400);
+    CHECK_THAT(dpt::load_powersgd_state(model, b, 0, 2), Catch::Contains("PowerSGD starts afresh"));
+    CHECK(copy_of(b[0]->q_state()) == copy_of(fresh[0]->q_state()));
+    CHECK(max_abs(copy_of(b[0]->error_state())) == 0.0);
+    // Buffers of the same sizes built on other matrices (the bias first, so the 16x12
+    // matrix sits at another offset): fresh too, not the other matrices' state.
+    dpt::PowerSgdBuckets other;
+    other.push_back(std::make_unique<dpt::PowerSgdBucket>(
+        std::vector<dpt::ParamInfo>{param({16}, 0, 0), param({16, 12}, 16, 1)}, 2, 7));
+    other.push_back(std::make_unique<dpt::PowerSgdBucket>(std::vector<dpt::ParamInfo>{param({8, 8}, 208, 2)}, 2, 7));
+    REQUIRE(other[0]->q_state().size() == saved[1][0]->q_state().size());
+    REQUIRE(other[0]->error_state().size() == saved[1][0]->error_state().size());
+    fill_state(other, 500, 600);
+    CHECK_THAT(dpt::load_powersgd_state(model, other, 1, 2), Catch::Contains("holds other matrices"));
+    CHECK(max_abs(copy_of(other[0]->error_state())) == 0.0);
+  }
 }
