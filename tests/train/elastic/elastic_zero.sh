@@ -5,7 +5,8 @@
 #     copies and go on: steps=N world_size=3 recoveries=1 lost_steps <= K, and the final
 #     parameters equal, bit for bit, a 3-rank run resumed from a checkpoint of that step;
 #   * two adjacent ranks killed in one step (ZeRO-2): rank 2's shard has no copy left, so
-#     the 2 survivors fall back to the last checkpoint on disk and say so;
+#     the 2 survivors fall back to the last checkpoint on disk, say so, and end with the
+#     parameters of a 2-rank run resumed from that checkpoint, bit for bit;
 #   * the same with --elastic-snapshot-replicas 2 (each shard also on its second ring
 #     predecessor): no disk, lost steps <= K, parameters bitwise a 2-rank resume.
 #   elastic_zero.sh <bin dir>
@@ -55,7 +56,11 @@ final=$(grep "final:" "$d/log")
 for want in "steps=$steps " "world_size=2 " "recoveries=1 " "lost_steps=2"; do
   grep -q -- "$want" <<< "$final" || { echo "$final"; fail "adjacent: the final line lacks '$want'"; }
 done
-echo "adjacent ranks 1 and 2 killed in step 23: the 2 survivors fell back to the checkpoint of step 20 and finished"
+# What the fallback trains must be a 2-rank resume of step 20's checkpoint, bit for bit:
+# the epoch's order goes on from step 20's position, not from the epoch's start.
+RESUME_WORLDS="4 2" equals_resume "$bin" "$d" 20 "$steps" "adjacent" --zero 2 "${args[@]}"
+echo "adjacent ranks 1 and 2 killed in step 23: the 2 survivors fell back to the checkpoint of step 20 and finished," \
+     "parameters = 2-rank resume of step 20 (bitwise)"
 
 # The same kill with two copies of every shard: old rank 2's second copy is on rank 0.
 d=$work/replicas2
