@@ -12,6 +12,7 @@
 //              fixed order, instead of scattering with atomics.
 #include <cuda_runtime.h>
 
+#include "models/kernels/cuda/batch_norm_kernels.cuh"
 #include "models/kernels/cuda/batch_norm_stat_kernels.cuh"
 #include "models/kernels/cuda/block_sum.cuh"
 #include "models/kernels/cuda/cuda_check.h"
@@ -22,6 +23,7 @@ namespace dpt::gpu {
 namespace {
 
 constexpr int kThreads = 256;
+static_assert(kThreads == batch_norm_kernels::kChannelThreads, "the channel kernels reduce over blocks of this size");
 unsigned blocks_for(size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 __global__ void add_channel_bias_k(float* y, const float* b, int c, int plane, size_t total) {
@@ -39,85 +41,6 @@ __global__ void add_channel_sums_k(float* db, const float* dy, int n, int c, int
   }
   const double total = block_sum<kThreads>(acc);
   if (threadIdx.x == 0) db[ch] += float(total);
-}
-
-// out[ch] = sum of x, out[C + ch] = sum of (x - mean)^2 with mean = float(sum / count),
-// the host's two passes (local_moments).
-__global__ void channel_moments_k(const float* x, int n, int c, int plane, double* out) {
-  const int ch = blockIdx.x;
-  double acc = 0.0;
-  for (int s = 0; s < n; ++s) {
-    const float* p = x + (size_t(s) * c + ch) * plane;
-    for (int j = threadIdx.x; j < plane; j += blockDim.x) acc += p[j];
-  }
-  const double sum = block_sum<kThreads>(acc);
-  const float mean = float(sum / (double(n) * plane));
-  double m2 = 0.0;
-  for (int s = 0; s < n; ++s) {
-    const float* p = x + (size_t(s) * c + ch) * plane;
-    for (int j = threadIdx.x; j < plane; j += blockDim.x) {
-      const float d = p[j] - mean;
-      m2 += double(d * d);
-    }
-  }
-  const double total_m2 = block_sum<kThreads>(m2);
-  if (threadIdx.x == 0) {
-    out[ch] = sum;
-    out[c + ch] = total_m2;
-  }
-}
-
-__global__ void batch_norm_forward_k(const float* x, const float* mean, const float* invstd, const float* w,
-                                     const float* b, float* y, int c, int plane, size_t total, bool relu) {
-  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  if (i >= total) return;
-  const int ch = int((i / size_t(plane)) % size_t(c));
-  const float scale = w[ch] * invstd[ch];
-  const float shift = b[ch] - mean[ch] * scale;
-  const float v = x[i] * scale + shift;
-  y[i] = relu ? fmaxf(v, 0.0f) : v;
-}
-
-// out[ch] = sum of g, out[C + ch] = sum of g * (x - mean), g = dy masked by y > 0 (ReLU).
-__global__ void batch_norm_grad_sums_k(const float* x, const float* y, const float* dy, const float* mean, int n,
-                                       int c, int plane, bool relu, double* out) {
-  const int ch = blockIdx.x;
-  const float m = mean[ch];
-  double sg = 0.0, sgx = 0.0;
-  for (int s = 0; s < n; ++s) {
-    const size_t base = (size_t(s) * c + ch) * plane;
-    for (int j = threadIdx.x; j < plane; j += blockDim.x) {
-      const float g = relu && !(y[base + j] > 0.0f) ? 0.0f : dy[base + j];
-      sg += g;
-      sgx += double(g) * double(x[base + j] - m);
-    }
-  }
-  const double total_g = block_sum<kThreads>(sg);
-  const double total_gx = block_sum<kThreads>(sgx);
-  if (threadIdx.x == 0) {
-    out[ch] = total_g;
-    out[c + ch] = total_gx;
-  }
-}
-
-// dx = k g + kx (x - mean) + k0 with k = w invstd, kx = -k invstd mean_gxhat, k0 = -k mean_g
-// (training), or k g (evaluation: mean_g null).
-__global__ void batch_norm_backward_input_k(const float* x, const float* y, const float* dy, const float* mean,
-                                            const float* invstd, const float* w, const float* mean_g,
-                                            const float* mean_gxhat, float* dx, int c, int plane, size_t total,
-                                            bool relu) {
-  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  if (i >= total) return;
-  const int ch = int((i / size_t(plane)) % size_t(c));
-  const float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-  const float k = w[ch] * invstd[ch];
-  if (!mean_g) {
-    dx[i] = k * g;
-    return;
-  }
-  const float kx = -k * invstd[ch] * mean_gxhat[ch];
-  const float k0 = -k * mean_g[ch];
-  dx[i] = k * g + kx * (x[i] - mean[ch]) + k0;
 }
 
 // One thread per output; the window in (ky, kx) order; a larger value or a NaN takes it
@@ -222,7 +145,7 @@ void add_channel_sums(float* db, const float* dy, int n, int c, int plane) {
 
 void channel_moments(const float* x, int n, int c, int plane, double* out) {
   if (!c) return;
-  channel_moments_k<<<unsigned(c), kThreads>>>(x, n, c, plane, out);
+  batch_norm_kernels::channel_moments_k<<<unsigned(c), kThreads>>>(x, n, c, plane, out);
   check_launch("channel_moments");
 }
 
@@ -230,14 +153,14 @@ void batch_norm_forward(const float* x, const float* mean, const float* invstd, 
                         float* y, int n, int c, int plane, bool relu) {
   const size_t total = size_t(n) * c * plane;
   if (!total) return;
-  batch_norm_forward_k<<<blocks_for(total), kThreads>>>(x, mean, invstd, w, b, y, c, plane, total, relu);
+  batch_norm_kernels::batch_norm_forward_k<<<blocks_for(total), kThreads>>>(x, mean, invstd, w, b, y, c, plane, total, relu);
   check_launch("batch_norm_forward");
 }
 
 void batch_norm_grad_sums(const float* x, const float* y, const float* dy, const float* mean, int n, int c, int plane,
                           bool relu, double* out) {
   if (!c) return;
-  batch_norm_grad_sums_k<<<unsigned(c), kThreads>>>(x, y, dy, mean, n, c, plane, relu, out);
+  batch_norm_kernels::batch_norm_grad_sums_k<<<unsigned(c), kThreads>>>(x, y, dy, mean, n, c, plane, relu, out);
   check_launch("batch_norm_grad_sums");
 }
 
@@ -246,7 +169,7 @@ void batch_norm_backward_input(const float* x, const float* y, const float* dy, 
                                float* dx, int n, int c, int plane, bool relu) {
   const size_t total = size_t(n) * c * plane;
   if (!total) return;
-  batch_norm_backward_input_k<<<blocks_for(total), kThreads>>>(x, y, dy, mean, invstd, w, mean_g, mean_gxhat, dx, c,
+  batch_norm_kernels::batch_norm_backward_input_k<<<blocks_for(total), kThreads>>>(x, y, dy, mean, invstd, w, mean_g, mean_gxhat, dx, c,
                                                                plane, total, relu);
   check_launch("batch_norm_backward_input");
 }
