@@ -6,7 +6,8 @@
 //
 // Terms:
 //   block      the blocks of a grid run one after another; the threads of one block run
-//              at once, one std::thread each, so __syncthreads is a real barrier.
+//              at once, one std::thread each (one team reused for every block), so
+//              __syncthreads is a real barrier.
 //   __shared__ becomes `static`: one copy shared by every thread, which is one block's
 //              shared memory because blocks do not overlap.
 //   warp       32 consecutive threads of a block; __shfl_xor_sync exchanges through a
@@ -172,29 +173,36 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, 
 
 namespace cuda_emulation {
 
-// kernel<<<grid, block>>>(args...), run to completion.
+// kernel<<<grid, block>>>(args...), run to completion. One team of threads serves every
+// block in turn (creating a block's threads anew for each of thousands of blocks was most
+// of the emulated tests' time); a team barrier between blocks keeps them from overlapping,
+// and each block has barriers of its own, so a thread that returns early from one block
+// leaves that block's barriers only.
 template <typename Kernel, typename... Args>
 void emulate_launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
   const unsigned threads = block.x * block.y * block.z;
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        BlockState state(threads);
-        std::vector<std::thread> team;
-        team.reserve(threads);
-        for (unsigned t = 0; t < threads; ++t)
-          team.emplace_back([&, t] {
-            t_thread = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
-            t_block = dim3(bx, by, bz);
-            t_block_dim = block;
-            t_grid_dim = grid;
-            t_state = &state;
-            kernel(args...);
-            state.block_barrier.arrive_and_drop();
-            state.warp_barriers[t / 32]->arrive_and_drop();
-          });
-        for (auto& th : team) th.join();
+  const unsigned blocks = grid.x * grid.y * grid.z;
+  std::vector<std::unique_ptr<BlockState>> states(blocks);
+  for (auto& s : states) s = std::make_unique<BlockState>(threads);
+  std::barrier<> between_blocks(std::ptrdiff_t{threads});
+  std::vector<std::thread> team;
+  team.reserve(threads);
+  for (unsigned t = 0; t < threads; ++t)
+    team.emplace_back([&, t] {
+      t_thread = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+      t_block_dim = block;
+      t_grid_dim = grid;
+      for (unsigned b = 0; b < blocks; ++b) {
+        t_block = dim3(b % grid.x, b / grid.x % grid.y, b / (grid.x * grid.y));
+        BlockState& state = *states[b];
+        t_state = &state;
+        kernel(args...);
+        state.block_barrier.arrive_and_drop();
+        state.warp_barriers[t / 32]->arrive_and_drop();
+        between_blocks.arrive_and_wait();
       }
+    });
+  for (auto& th : team) th.join();
 }
 
 }  // namespace cuda_emulation
