@@ -11,8 +11,7 @@
 #                            shared), links at RATE (e.g. 1gbit; "" = unshaped); returns
 #                            77 with the reason where namespaces or the Slurm packages are
 #                            missing, 1 when the daemons do not come up (their logs printed)
-#   slurm_exec CMD...        CMD on node0 (the login node too) with SLURM_CONF set; paths
-#                            under /tmp are node0's own, use another folder to share:
+#   slurm_exec CMD...        CMD on node0 (the login node too) with SLURM_CONF set:
 #                            slurm_exec srun -N 2 -n 4 build/bin/train ...
 #   slurm_wait_job ID [S]    wait until job ID has left the queue (S seconds, default 120)
 #   slurm_down               stop the daemons, remove the namespaces (also done on EXIT:
@@ -31,7 +30,6 @@ slurm_up() {
   done
   cluster_up "$nodes" "$rate" || return $?
   trap slurm_down EXIT
-  # Not under /tmp: each node has a /tmp of its own (below).
   SLURM_DIR=$(mktemp -d /var/tmp/dpt-slurm.XXXXXX)
   chmod 755 "$SLURM_DIR"
   mkdir -p "$SLURM_DIR/state" "$SLURM_DIR/spool" "$SLURM_DIR/munge"
@@ -71,6 +69,9 @@ slurm_up() {
     echo "AccountingStorageType=accounting_storage/none"
     echo "StateSaveLocation=$SLURM_DIR/state"
     echo "SlurmdSpoolDir=$SLURM_DIR/spool/%n"
+    # Each node's scratch folder (PMIx keeps per-step folders there under names every
+    # node would share if it were one /tmp for all).
+    echo "TmpFS=$SLURM_DIR/tmp/%n"
     echo "SlurmctldPidFile=$SLURM_DIR/slurmctld.pid"
     echo "SlurmdPidFile=$SLURM_DIR/slurmd.%n.pid"
     echo "SlurmctldLogFile=$SLURM_DIR/slurmctld.log"
@@ -94,7 +95,7 @@ slurm_up() {
   _slurm_on 0 env SLURM_CONF="$SLURM_CONF" slurmctld -i 2>"$SLURM_DIR/slurmctld.err" ||
     { slurm_fail "slurmctld did not start: $(cat "$SLURM_DIR/slurmctld.err" "$SLURM_DIR/slurmctld.log" 2>/dev/null | tail -5)"; return 1; }
   for ((i = 0; i < nodes; i++)); do
-    mkdir -p "$SLURM_DIR/spool/node$i"
+    mkdir -p "$SLURM_DIR/spool/node$i" "$SLURM_DIR/tmp/node$i"
     _slurm_on $i env SLURM_CONF="$SLURM_CONF" slurmd -N "node$i" 2>"$SLURM_DIR/slurmd.node$i.err" ||
       { slurm_fail "slurmd on node$i did not start: $(cat "$SLURM_DIR/slurmd.node$i.err" "$SLURM_DIR/slurmd.node$i.log" 2>/dev/null | tail -5)"; return 1; }
   done
@@ -110,17 +111,16 @@ slurm_up() {
   return 1
 }
 
-# CMD on node I: its network namespace, hostname node<I>, /etc/hosts and /tmp (PMIx, for
-# one, keeps per-step folders there under names every node would share), nothing else of
-# its own: the rest of the file system is the cluster's shared one. Not `ip netns exec`, which also mounts a fresh /sys without the cgroup
+# CMD on node I: its network namespace, hostname node<I> and /etc/hosts, nothing else of
+# its own: the file system is the cluster's shared one (each node's scratch folder is
+# TmpFS, below). Not `ip netns exec`, which also mounts a fresh /sys without the cgroup
 # hierarchies slurmd reads at start.
 _slurm_on() {
   local i=$1
   shift
-  mkdir -p "$SLURM_DIR/tmp/node$i"
   nsenter --net="/run/netns/$CLUSTER_TAG-h$i" unshare --uts --mount /bin/sh -c \
-    'hostname "$0" && mount --bind "$1" /etc/hosts && mount --bind "$2" /tmp && shift 2 && exec "$@"' "node$i" \
-    "/etc/netns/$CLUSTER_TAG-h$i/hosts" "$SLURM_DIR/tmp/node$i" "$@"
+    'hostname "$0" && mount --bind "$1" /etc/hosts && shift && exec "$@"' "node$i" \
+    "/etc/netns/$CLUSTER_TAG-h$i/hosts" "$@"
 }
 
 slurm_exec() { _slurm_on 0 env SLURM_CONF="$SLURM_CONF" "$@"; }
