@@ -9,7 +9,7 @@ foreach(t dpt_backend_mpi dpt_backend_nccl)  # where this build has them
     list(APPEND _dpt_targets ${t})
   endif()
 endforeach()
-foreach(t dpt_kernels_cuda dpt_kernels_cpu dpt_nn dpt_io dpt_zoo dpt_models dpt_data dpt_optim dpt_parallel dpt_precision dpt_ddp dpt_zero dpt_train)
+foreach(t dpt_kernels_cuda dpt_kernels_cpu dpt_nn dpt_io dpt_zoo dpt_models dpt_data dpt_optim dpt_parallel dpt_precision dpt_ddp dpt_zero dpt_diloco dpt_train)
   if(TARGET ${t})
     list(APPEND _dpt_targets ${t})
   endif()

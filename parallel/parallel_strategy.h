@@ -112,6 +112,11 @@ class ParallelStrategy {
   virtual void poison_owned_grad();
   // Waits for communication still in flight after a step (end of training, checkpoints).
   virtual void settle() {}
+  // After a checkpoint was loaded: the trainer's step count (DiLoCo places its rounds by it).
+  virtual void starts_at_step(int64_t step) {}
+  // The ranks whose gradients end_backward averages: everyone, or DiLoCo's inner group
+  // (a token-mean loss counts the targets over these).
+  virtual Communicator& gradient_group() const { return *comm_; }
 
   // Collective: the full parameters on every rank (for a checkpoint), then back.
   virtual void expose_full_parameters() = 0;
@@ -143,6 +148,11 @@ class ParallelStrategy {
   // every shard on its `replicas` ring predecessors, named by the elastic `generation`
   // it is taken in; DDP: nothing, every rank holds everything).
   virtual void elastic_snapshot(const ElasticProgress& at, int generation, int replicas) {}
+  // Steps between snapshots, given --elastic-snapshot-every (DiLoCo: every round's end).
+  virtual int64_t elastic_snapshot_period(int64_t configured) const { return configured; }
+  // Whether a planned change (newcomers waiting) may happen after `step` (DiLoCo: only at
+  // a round's end; the agreement is the same on every rank, so all defer alike).
+  virtual bool accepts_members_now(int64_t step) const { return true; }
 
   // This rank's model-state bytes, counted from the buffers (model_state_memory.h).
   virtual ModelStateBytes memory_bytes() const = 0;

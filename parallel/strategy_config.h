@@ -38,6 +38,22 @@ struct DdpConfig {
   PowerSgdConfig powersgd;  // DDP only, f32 wire, host buckets
 };
 
+// --strategy diloco (parallel/diloco/diloco_strategy.h, docs/diloco.md): inner groups
+// train alone for H steps, then the groups average their pseudo-gradients and take one
+// outer Nesterov step. inner_steps 0 means DiLoCo is off.
+struct DilocoConfig {
+  int inner_steps = 0;         // H
+  float outer_lr = 0.7f;       // the paper's values
+  float outer_momentum = 0.9f;  // Nesterov; 0: plain SGD on the pseudo-gradient
+  DType outer_dtype = DType::f32;  // the pseudo-gradient on the wire: f32, bf16 or f16
+  // Ranks per inner group (synchronous DDP among them): 0 = the ranks of one host
+  // (comm/topology.h), 1 = every rank its own worker, N = consecutive blocks of N.
+  int group_size = 0;
+  // 0: the exchange blocks at the round's end. D > 0: it runs during the next D inner
+  // steps and is applied after them, keeping the D steps' progress (delayed outer step).
+  int overlap_steps = 0;
+};
+
 // Builds the optimizer for `numel` elements (the strategy decides how many it owns).
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(size_t numel)>;
 
@@ -45,6 +61,7 @@ struct StrategyConfig {
   int zero_stage = 0;            // 0: DDP; 1, 2, 3: ZeRO
   DdpConfig ddp;                 // buckets, overlap, gradient wire dtype
   DType precision = DType::f32;  // f32, or bf16/f16: 16-bit working weights, fp32 masters
+  DilocoConfig diloco;           // inner_steps > 0: DiLoCo (zero_stage must be 0)
 };
 
 }  // namespace dpt

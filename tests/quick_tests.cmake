@@ -12,6 +12,7 @@ set(DPT_QUICK_TESTS
   comm.hierarchical_hosts
   comm.thread_plan
   comm.topology
+  diloco.equivalence.np2
   comm_bench.allgather.mpi.np2
   comm_bench.allgather.tcp-launch.np2
   comm_bench.allgather.tcp.np2

@@ -263,7 +263,8 @@ EvalResult DistTrainer::evaluate() {
 double DistTrainer::global_target_count(const std::vector<Batch>& micro) const {
   double count = 0;
   for (const Batch& b : micro) count += double(count_targets(b));
-  comm_->allreduce(Buffer{&count, 1, DType::f64, {}}, ReduceOp::sum);
+  // Over the ranks whose gradients are averaged (DiLoCo: the inner group).
+  strategy_->gradient_group().allreduce(Buffer{&count, 1, DType::f64, {}}, ReduceOp::sum);
   return count;
 }
 
@@ -276,7 +277,7 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
   // Token mean: world / (global targets), so the strategies' average over the ranks
   // leaves the gradient of the mean over every target of the global batch.
   const double targets = token_mean_ ? global_target_count(micro) : 0;
-  const float token_scale = targets > 0 ? float(double(comm_->size()) / targets) : 0.0f;
+  const float token_scale = targets > 0 ? float(double(strategy_->gradient_group().size()) / targets) : 0.0f;
   strategy_->zero_grad();
   StepLoss out;
   // fp16: the loss scaler's factor multiplies the gradient (not the reported loss).

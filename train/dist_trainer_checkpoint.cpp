@@ -225,6 +225,7 @@ bool DistTrainer::load_latest_checkpoint() {
   // world size).
   strategy_->load_optimizer_state(model_path);
   step_ = required_int(meta, "step", model_path);
+  strategy_->starts_at_step(step_);
   if (const std::string note = continue_schedule(meta, model_path, config_); !note.empty()) {
     schedule_ = make_lr_schedule(config_.lr_schedule, config_.lr_config);
     if (comm_->rank() == 0) std::printf("%s\n", note.c_str()), std::fflush(stdout);

@@ -185,7 +185,9 @@ DistTrainer::StepAgreement DistTrainer::agree_on_step(bool have_batches) {
   // One small allreduce agrees that every rank has a batch (uneven inputs), in an
   // elastic job whether newcomers wait to join (rank 0 asks the store), and whether any
   // rank was asked to stop by a signal (train/stop_signals.h).
-  int32_t agree[3] = {have_batches ? 1 : 0, -int32_t(comm_->rank() == 0 && joiners_waiting()),
+  // Newcomers are admitted where the strategy can take them (DiLoCo: a round's end).
+  const bool admit = comm_->rank() == 0 && strategy_->accepts_members_now(step_) && joiners_waiting();
+  int32_t agree[3] = {have_batches ? 1 : 0, -int32_t(admit),
                       -int32_t(config_.stop_on_signal && stop_signal() != 0)};
   comm_->allreduce(make_buffer(agree, 3), ReduceOp::min);
   if (agree[2] < 0) return StepAgreement::stop;
@@ -230,7 +232,8 @@ void DistTrainer::run_scheduled_work(int64_t consumed, const TrainCallbacks& cb)
   if (!config_.checkpoint_dir.empty() && config_.save_every > 0 && step_ % config_.save_every == 0)
     save_checkpoint(step_, epoch_, consumed, &cb);
   if (config_.eval_every > 0 && step_ % config_.eval_every == 0 && cb.on_eval) cb.on_eval(step_, evaluate());
-  if (elastic_ && config_.elastic_snapshot_every > 0 && step_ % config_.elastic_snapshot_every == 0) elastic_snapshot();
+  const int64_t every = strategy_->elastic_snapshot_period(config_.elastic_snapshot_every);
+  if (elastic_ && every > 0 && step_ % every == 0) elastic_snapshot();
 }
 
 void DistTrainer::save_final_model() {

@@ -1,6 +1,8 @@
 // train's flags and their checks (options.h).
 #include "tools/train/options.h"
 
+#include "tools/train/diloco_options.h"
+
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -190,6 +192,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("no-broadcast-buffers", po::bool_switch(&o.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
     ("sync-bn", po::bool_switch(&o.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")
     ("debug-state-dump", po::value(&o.cfg.state_dump)->default_value(""), "testing: at the end every rank writes its parameters and buffers to PREFIX.rank<r>.safetensors");
+  add_diloco_options(d, o);
 }
 
 void check_options(Options& o, const po::variables_map& vm) {
@@ -295,6 +298,7 @@ void check_options(Options& o, const po::variables_map& vm) {
     throw std::invalid_argument("--auto-resume needs --checkpoint-dir");
   if (o.cfg.auto_resume && o.cfg.resume)
     throw std::invalid_argument("--resume and --auto-resume: give one (--resume fails without a checkpoint, --auto-resume starts fresh)");
+  check_diloco_options(o, vm);
   // With somewhere to save, SIGTERM and SIGUSR1 stop at a step boundary with a checkpoint
   // (train/stop_signals.h); without, they terminate as they always do.
   o.cfg.stop_on_signal = !o.cfg.checkpoint_dir.empty();

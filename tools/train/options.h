@@ -31,6 +31,8 @@ struct Options {
   std::string switch_backend, switch_to;  // STEP:NAME, and NAME once checked
   int64_t switch_at = -1;
   int zero = 0;
+  std::string strategy, outer_dtype, diloco_group;  // --strategy diloco (diloco_options.h)
+  int inner_steps = 50;
   int threads = 0;             // --threads (0: planned, comm/thread_plan.h)
   std::string threads_text;    // the plan, for the header
   int powersgd_rank = 4;

@@ -14,6 +14,7 @@
 
 #include "models/kernels/cpu/gemm_choice.h"
 #include "parallel/ddp/powersgd.h"
+#include "parallel/diloco/diloco_strategy.h"
 #include "tools/figures.h"
 #include "tools/image_flags.h"
 #include "tools/run_flags.h"
@@ -85,7 +86,9 @@ void print_config(const Options& o, dpt::DistTrainer& trainer, const dpt::Commun
                     {"global batch", std::to_string(o.cfg.batch_size * o.cfg.grad_accum * comm.size())},
                     {"optimizer", o.cfg.optimizer + " lr " + fmt("%g", o.cfg.lr_config.lr) + " (" + o.cfg.lr_schedule + ")"},
                     {"precision", o.precision == "fp32" ? "fp32" : o.precision + " working weights and gradients, fp32 master weights" + (o.precision == "fp16" ? ", fp16 activations, loss scale " + fmt("%g", o.cfg.loss_scaler.init_scale) + " (window " + std::to_string(o.cfg.loss_scaler.growth_interval) + ")" : "")},
-                    {"ZeRO stage", std::to_string(o.zero) + (o.zero ? " (" + trainer.strategy().name() + ", shard " + std::to_string((params + comm.size() - 1) / comm.size()) + " elements per rank)" : " (DDP)")},
+                    o.strategy == "diloco"
+                        ? std::pair<std::string, std::string>{"strategy", trainer.strategy().name() + ", outer lr " + fmt("%g", o.cfg.parallel.diloco.outer_lr) + ", Nesterov " + fmt("%g", o.cfg.parallel.diloco.outer_momentum) + " (docs/diloco.md)"}
+                        : std::pair<std::string, std::string>{"ZeRO stage", std::to_string(o.zero) + (o.zero ? " (" + trainer.strategy().name() + ", shard " + std::to_string((params + comm.size() - 1) / comm.size()) + " elements per rank)" : " (DDP)")},
                     {o.zero >= 2 ? "ZeRO-2/3 buckets" : "DDP buckets", std::to_string(trainer.num_buckets()) + " (" + fmt("%g", o.bucket_mb) + " MiB, overlap " + (o.no_overlap ? "off" : "on") + ", wire " + o.grad_compress + ")"},
                     {"epochs / steps", std::to_string(o.cfg.epochs) + " / " + (o.cfg.steps ? std::to_string(o.cfg.steps) : "all")}});
   if (o.grad_compress == "powersgd") std::cout << powersgd_line(o, trainer.model()) << "\n";
@@ -179,6 +182,21 @@ dpt::TrainCallbacks Reporter::callbacks(std::function<void(int64_t, const char*)
   return {on_log, on_eval, on_event, on_membership, on_leave, std::move(on_phase)};
 }
 
+namespace {
+// --strategy diloco: this rank's outer rounds and exchange: payload it sent, the time
+// from each exchange's start to its average's arrival, how much of that the rank waited
+// for, and so the fraction hidden behind inner steps (0 without overlap).
+std::string diloco_fields(const dpt::ParallelStrategy& strategy) {
+  const auto* d = dynamic_cast<const dpt::DilocoStrategy*>(&strategy);
+  if (!d) return "";
+  const dpt::OuterExchangeStats& o = d->outer_stats();
+  const double hidden = o.exchange_s > 0 ? 1.0 - o.exposed_s / o.exchange_s : 0.0;
+  return fmt(" outer_rounds=%.0f", double(o.rounds)) + fmt(" outer_mib_sent=%.4f", double(o.bytes_sent) / (1 << 20)) +
+         fmt(" outer_exchange_s=%.3f", o.exchange_s) + fmt(" outer_exposed_s=%.3f", o.exposed_s) +
+         fmt(" outer_hidden_frac=%.3f", hidden);
+}
+}  // namespace
+
 void Reporter::final_line(const dpt::TrainSummary& s) {
   if (!leader()) return;
   open_metrics();
@@ -190,12 +208,12 @@ void Reporter::final_line(const dpt::TrainSummary& s) {
   const std::string tokens = trainer_.model().takes_tokens()
                                  ? " tokens_per_s=" + fmt("%.1f", s.samples_per_s * double(trainer_.model().sample_shape().at(0)))
                                  : "";
-  std::printf("final: %s loss=%.6f samples_per_s=%.3f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s%s d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f%s\n",
+  std::printf("final: %s loss=%.6f samples_per_s=%.3f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s%s d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f%s%s\n",
               acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, s.world_size, s.backend.c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, o_.zero,
               s.comm_bytes_per_step / (1 << 20), o_.precision.c_str(), o_.device.c_str(), tokens.c_str(),
               (unsigned long long)s.pcie_per_step.to_host, (unsigned long long)s.pcie_per_step.to_device, s.recoveries,
               (long long)s.lost_steps, double(s.loss_scale), (long long)s.skipped_steps, s.zero_grad_frac,
-              traffic_fields(s.traffic).c_str());
+              traffic_fields(s.traffic).c_str(), diloco_fields(trainer_.strategy()).c_str());
   std::fflush(stdout);
   if (metrics_.is_open()) {
     nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},
