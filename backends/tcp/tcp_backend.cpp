@@ -163,6 +163,7 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
                                                 std::move(server), std::move(channels), std::move(coll_arena),
                                                 std::move(connector));
   comm->set_host_digests(hosts);
+  comm->set_closing_key(m.prefix + "/closed");
   // (mesh's sockets and listener moved on; its milestones are still there)
   comm->set_build_times({mesh.arrived_at_ms, mesh.published_at_ms, mesh.joined_at_ms, mesh.eager_decided_at_ms});
   return comm;

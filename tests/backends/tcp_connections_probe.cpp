@@ -29,6 +29,11 @@
 // --only-higher-waits (with --exit-rank R < world - 1): instead of the allreduces, the
 // last rank receives from rank R and every other rank receives from the last rank, so
 // the last rank alone could notice that R is gone (R never dials it; nobody sends to R).
+// --rank0-leaves-first: rank 0 closes its communicator (cleanly) and returns at once; the
+// others wait 300 ms, then rank 1 sends a word to rank 2 (a first contact: rank 1 looks
+// rank 2's address up in the store rank 0 serves) and rank 2 receives it. Rank 0's
+// process must keep the store up until every rank closed (the trainer's last barrier
+// meets partners it never talked to after rank 0 is through).
 // Exit codes: 0 ok; 3 a CommError (text on stderr); 4 wrong result; 5 connection count;
 // 2 bad usage.
 #include <dirent.h>
@@ -39,6 +44,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/registry.h"
@@ -102,7 +108,7 @@ int main(int argc, char** argv) {
   long expect = -1;
   bool stats = true;
   long exit_rank = -1;
-  bool only_higher_waits = false;
+  bool only_higher_waits = false, rank0_leaves = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--algo" && i + 1 < argc) algo = argv[++i];
@@ -110,6 +116,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-stats") stats = false;
     else if (a == "--exit-rank" && i + 1 < argc) exit_rank = std::atol(argv[++i]);
     else if (a == "--only-higher-waits") only_higher_waits = true;
+    else if (a == "--rank0-leaves-first") rank0_leaves = true;
     else {
       std::fprintf(stderr, "tcp_connections_probe: unknown or incomplete argument '%s' (see the file's header)\n",
                    a.c_str());
@@ -121,6 +128,24 @@ int main(int argc, char** argv) {
     std::unique_ptr<Communicator> comm = backends::create("tcp");
     const auto t1 = Clock::now();
     if (comm->rank() == exit_rank) ::_exit(0);
+    if (rank0_leaves) {
+      if (comm->size() < 3) {
+        std::fprintf(stderr, "--rank0-leaves-first needs 3 ranks or more\n");
+        return 2;
+      }
+      const int r = comm->rank();
+      if (r == 0) {
+        comm.reset();  // the store server goes with the communicator, unless it waits
+        std::printf("probe rank 0 left\n");
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      float word = 42;
+      if (r == 1) comm->send(Buffer{&word, 1, DType::f32, Device{}}, 2, 9);
+      if (r == 2) comm->recv(Buffer{&word, 1, DType::f32, Device{}}, 1, 9);
+      std::printf("probe rank %d after rank 0 left: %s\n", r, r > 2 ? "idle" : r == 1 ? "sent" : "received");
+      return r == 2 && word != 42 ? 4 : 0;
+    }
     if (only_higher_waits) {
       const int last = comm->size() - 1;
       if (exit_rank < 0 || exit_rank >= last) {
