@@ -186,11 +186,41 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
   }
 }
 
+// Every rank's address after the rendezvous (each published its own before it): rank 0
+// reads them and publishes the list as one key, the others read that one key. About 2P
+// store requests in all, where each rank reading every key would take P(P-1).
+static std::vector<std::string> gather_addresses(Store& store, const MeshConfig& cfg, Clock::time_point deadline) {
+  auto left = [&] { return std::max(std::chrono::duration_cast<Millis>(deadline - Clock::now()), Millis(1)); };
+  std::vector<std::string> out(size_t(cfg.world));
+  if (cfg.rank == 0) {
+    std::string all;
+    for (int r = 0; r < cfg.world; ++r) {
+      out[size_t(r)] = store.get(cfg.prefix + "/addr/" + std::to_string(r), left());
+      all += (r ? "\n" : "") + out[size_t(r)];
+    }
+    store.set(cfg.prefix + "/addrs", all);
+    return out;
+  }
+  const std::string all = store.get(cfg.prefix + "/addrs", left());
+  size_t at = 0;
+  for (int r = 0; r < cfg.world; ++r) {
+    const size_t end = all.find('\n', at);
+    if ((end == std::string::npos) != (r == cfg.world - 1))
+      throw MismatchError(cfg.ctx, "the store's address list (" + cfg.prefix + "/addrs) does not hold " +
+                                       std::to_string(cfg.world) + " addresses: another version of dpt on rank 0?");
+    out[size_t(r)] = all.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end + 1;
+  }
+  return out;
+}
+
 net::Socket dial_peer(Store& store, const MeshConfig& cfg, uint64_t job_id, int peer, Clock::time_point deadline,
                       Clock::time_point connect_by) {
   {
     auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
-    auto addr = split_addr(store.get(cfg.prefix + "/addr/" + std::to_string(peer), std::max(left, Millis(1))));
+    auto addr = split_addr(size_t(peer) < cfg.addresses.size()
+                               ? cfg.addresses[size_t(peer)]
+                               : store.get(cfg.prefix + "/addr/" + std::to_string(peer), std::max(left, Millis(1))));
     if (addr.size() != 2) throw MismatchError(cfg.ctx, "malformed address of rank " + std::to_string(peer) + " in the store");
     std::string what = fmt::format("rank {} at {}:{}", peer, addr[0], addr[1]);
     net::Socket s;
@@ -268,10 +298,12 @@ Mesh build_mesh(Store& store, const MeshConfig& cfg) {
   rendezvous(store, cfg.prefix, cfg.rank, cfg.world, cfg.timeout, cfg.ctx, cfg.gone);
   auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
   mesh.job_id = std::stoull(store.get(cfg.prefix + "/job", std::max(left, Millis(1))));
+  mesh.addresses = gather_addresses(store, cfg, deadline);
   mesh.joined_at_ms = wall_ms();
 
   MeshConfig c = cfg;
   c.ctx = ctx;
+  c.addresses = mesh.addresses;
   if (cfg.decide_eager) c.eager = cfg.decide_eager();
   mesh.eager_decided_at_ms = wall_ms();
   std::exception_ptr accept_error;

@@ -155,6 +155,7 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   std::unique_ptr<tcp::ShmArena> coll_arena = tcp::setup_shm_arena(*store, arena);
   log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
   tcp::MeshConfig later = cfg;
+  later.addresses = mesh.addresses;  // dials on demand need no store (rank 0 may be gone)
   later.decide_eager = nullptr;
   later.publish_more = nullptr;
   later.ctx.op = "connect";
@@ -163,7 +164,6 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
                                                 std::move(server), std::move(channels), std::move(coll_arena),
                                                 std::move(connector));
   comm->set_host_digests(hosts);
-  comm->set_closing_key(m.prefix + "/closed");
   // (mesh's sockets and listener moved on; its milestones are still there)
   comm->set_build_times({mesh.arrived_at_ms, mesh.published_at_ms, mesh.joined_at_ms, mesh.eager_decided_at_ms});
   return comm;

@@ -1,9 +1,5 @@
 #include "backends/tcp/tcp_communicator.h"
 
-#include <algorithm>
-#include <chrono>
-#include <thread>
-
 #include "comm/env.h"
 
 namespace dpt {
@@ -57,28 +53,8 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
 TcpCommunicator::~TcpCommunicator() {
   // Collectives first (they use the engine), then the engine says goodbye to the peers.
   shutdown_worker();
-  close_in_store();
   if (connector_) connector_->stop();  // no connection may arrive at a gone engine
   engine_.reset();
-}
-
-void TcpCommunicator::close_in_store() {
-  // An aborted communicator's peers are failing anyway: nobody waits for them.
-  if (closing_key_.empty() || !store_ || aborted() || engine_->has_failed()) return;
-  try {
-    int64_t closed = store_->add(closing_key_, 1);
-    if (!server_) return;
-    // At most the op timeout, and never more than 30 s: a peer that died after its last
-    // collective never adds, and this process should still exit (a failure the engine
-    // sees ends the wait at once).
-    const auto deadline = std::chrono::steady_clock::now() + std::min<Millis>(timeout(), std::chrono::seconds(30));
-    while (closed < size() && !engine_->has_failed() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      closed = store_->add(closing_key_, 0);
-    }
-  } catch (const std::exception&) {
-    // The store is gone (its rank exited): nothing to hold open.
-  }
 }
 
 // The current timeout() travels with each op, so set_timeout() applies to later ops.

@@ -38,12 +38,6 @@ class TcpCommunicator : public Communicator {
   };
   void set_build_times(const BuildTimes& t) { build_times_ = t; }
   const BuildTimes& build_times() const { return build_times_; }
-  // The store key every rank adds 1 to when its communicator closes. The rank serving the
-  // store (the server lives in its process) waits, before the server goes, until all have
-  // (bounded): connections are made on first use and look the peer up in the store, so a
-  // rank still finishing the last collective with a peer it never talked to (a final
-  // barrier's partner) needs the store after rank 0 is done with that collective.
-  void set_closing_key(std::string key) { closing_key_ = std::move(key); }
   // The thread running one of our algorithms drives the engine (progress_engine.h).
   void algorithm_begins() override;
   void algorithm_ends() override;
@@ -63,8 +57,6 @@ class TcpCommunicator : public Communicator {
   std::unique_ptr<tcp::ProgressEngine> engine_;
   std::unique_ptr<tcp::ShmCollectives> shm_coll_;  // one collective at a time (Communicator)
   BuildTimes build_times_;
-  std::string closing_key_;
-  void close_in_store();
 };
 
 // Knobs of this backend that are not in the lead's env.h constants.

@@ -30,10 +30,9 @@
 // last rank receives from rank R and every other rank receives from the last rank, so
 // the last rank alone could notice that R is gone (R never dials it; nobody sends to R).
 // --rank0-leaves-first: rank 0 closes its communicator (cleanly) and returns at once; the
-// others wait 300 ms, then rank 1 sends a word to rank 2 (a first contact: rank 1 looks
-// rank 2's address up in the store rank 0 serves) and rank 2 receives it. Rank 0's
-// process must keep the store up until every rank closed (the trainer's last barrier
-// meets partners it never talked to after rank 0 is through).
+// others wait 300 ms, then rank 1 sends a word to rank 2 (a first contact, after the
+// store rank 0 served is gone) and rank 2 receives it: a dial must not need the store
+// (the trainer's last barrier meets partners it never talked to after rank 0 is through).
 // Exit codes: 0 ok; 3 a CommError (text on stderr); 4 wrong result; 5 connection count;
 // 2 bad usage.
 #include <dirent.h>
