@@ -186,22 +186,18 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
   }
 }
 
-// Every rank's address after the rendezvous (each published its own before it): rank 0
-// reads them and publishes the list as one key, the others read that one key. About 2P
-// store requests in all, where each rank reading every key would take P(P-1).
-static std::vector<std::string> gather_addresses(Store& store, const MeshConfig& cfg, Clock::time_point deadline) {
-  auto left = [&] { return std::max(std::chrono::duration_cast<Millis>(deadline - Clock::now()), Millis(1)); };
+std::vector<std::string> gather_addresses(Store& store, const MeshConfig& cfg, Millis timeout) {
   std::vector<std::string> out(size_t(cfg.world));
   if (cfg.rank == 0) {
     std::string all;
     for (int r = 0; r < cfg.world; ++r) {
-      out[size_t(r)] = store.get(cfg.prefix + "/addr/" + std::to_string(r), left());
+      out[size_t(r)] = store.get(cfg.prefix + "/addr/" + std::to_string(r), timeout);
       all += (r ? "\n" : "") + out[size_t(r)];
     }
     store.set(cfg.prefix + "/addrs", all);
     return out;
   }
-  const std::string all = store.get(cfg.prefix + "/addrs", left());
+  const std::string all = store.get(cfg.prefix + "/addrs", timeout);
   size_t at = 0;
   for (int r = 0; r < cfg.world; ++r) {
     const size_t end = all.find('\n', at);
@@ -298,12 +294,10 @@ Mesh build_mesh(Store& store, const MeshConfig& cfg) {
   rendezvous(store, cfg.prefix, cfg.rank, cfg.world, cfg.timeout, cfg.ctx, cfg.gone);
   auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
   mesh.job_id = std::stoull(store.get(cfg.prefix + "/job", std::max(left, Millis(1))));
-  mesh.addresses = gather_addresses(store, cfg, deadline);
   mesh.joined_at_ms = wall_ms();
 
   MeshConfig c = cfg;
   c.ctx = ctx;
-  c.addresses = mesh.addresses;
   if (cfg.decide_eager) c.eager = cfg.decide_eager();
   mesh.eager_decided_at_ms = wall_ms();
   std::exception_ptr accept_error;

@@ -49,20 +49,24 @@ struct MeshConfig {
   std::function<void()> publish_more;
   // When set: rank r, not yet at the rendezvous, never will be (see rendezvous()).
   std::function<bool(int rank)> gone;
-  // Every rank's listening address ("host port"), once known (Mesh::addresses): a dial
+  // Every rank's listening address ("host port"), once known (gather_addresses): a dial
   // then needs no store, so ranks meeting for the first time after rank 0 (which serves
   // the store) exited still find each other. Empty: looked up in the store.
   std::vector<std::string> addresses;
 };
+
+// Every rank's address, once all have joined the rendezvous (each published its own
+// before): rank 0 reads the P keys and publishes them as one ("<prefix>/addrs"), which
+// the others read with one request: about 2P store requests in all, where each rank
+// reading every key would take P(P-1). Call it where every rank waits for rank 0 anyway
+// (the tcp backend's decide_eager, with the host digests).
+std::vector<std::string> gather_addresses(Store& store, const MeshConfig& cfg, Millis timeout);
 
 struct Mesh {
   std::vector<net::Socket> peers;  // peers[r] connects to rank r; empty: not (yet) connected
   uint64_t job_id = 0;
   int64_t rejected_connections = 0;  // stray connections dropped during the build
   net::Listener listener;            // still open: later connections arrive here
-  // Every rank's address, read once after the rendezvous: rank 0 reads the P keys and
-  // publishes them as one ("<prefix>/addrs"), which the others read with one request.
-  std::vector<std::string> addresses;
   // Wall-clock milestones of the store part (ms since the epoch, comparable across the
   // ranks of one host; bench/tcp_connections.sh): this rank begins to publish (its store
   // client connects on that first request), has published its address, has met every

@@ -105,10 +105,12 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   // (their shared-memory channels need the socket), the others on demand (connector.h).
   // Read once every address is published (a rank still starting must find ours).
   std::vector<uint64_t> hosts;
+  std::vector<std::string> addresses;
   const bool shm_on = env::get_bool(kTcpShmEnv);
   cfg.publish_more = [&] { publish_host_digest(*store, m); };  // rank 0 reads it after the rendezvous
   cfg.decide_eager = [&] {
     hosts = gather_host_digests(*store, m);
+    addresses = tcp::gather_addresses(*store, cfg, m.timeout);
     std::vector<bool> eager(size_t(m.world));
     for (int r = 0; r < m.world; ++r) eager[size_t(r)] = shm_on && hosts[size_t(r)] == hosts[size_t(m.rank)];
     return eager;
@@ -155,7 +157,7 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   std::unique_ptr<tcp::ShmArena> coll_arena = tcp::setup_shm_arena(*store, arena);
   log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
   tcp::MeshConfig later = cfg;
-  later.addresses = mesh.addresses;  // dials on demand need no store (rank 0 may be gone)
+  later.addresses = addresses;  // dials on demand need no store (rank 0 may be gone)
   later.decide_eager = nullptr;
   later.publish_more = nullptr;
   later.ctx.op = "connect";
