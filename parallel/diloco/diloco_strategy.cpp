@@ -11,7 +11,7 @@ std::string dtype_word(DType t) { return t == DType::bf16 ? "bf16" : t == DType:
 
 DilocoStrategy::DilocoStrategy(Module& model, Communicator& comm, const StrategyConfig& config,
                                const OptimizerFactory& make_optimizer)
-    : ParallelStrategy(model, comm), config_(config.diloco), inner_config_(config), make_optimizer_(make_optimizer) {
+    : ParallelStrategy(model, comm), config_(config.diloco) {
   const DilocoConfig& d = config_;
   if (d.inner_steps < 1) throw std::invalid_argument("DiLoCo: --inner-steps " + std::to_string(d.inner_steps) + ": must be >= 1");
   if (d.overlap_steps < 0 || d.overlap_steps > d.inner_steps)
@@ -25,15 +25,11 @@ DilocoStrategy::DilocoStrategy(Module& model, Communicator& comm, const Strategy
     throw std::invalid_argument("DiLoCo: the pseudo-gradient is taken of fp32 parameters; not with --precision bf16/fp16");
   if (config.ddp.optimizer_on_device) throw std::invalid_argument("DiLoCo: not with --optimizer-device cuda");
   if (model.store().sharded()) throw std::logic_error("DiLoCo: the model was built sharded");
-  inner_config_.diloco = {};
+  StrategyConfig inner = config;  // the inner groups run plain DDP
+  inner.diloco = {};
   build_groups(comm);
-  inner_ = std::make_unique<DdpStrategy>(model, *inner_comm_, inner_config_, make_optimizer_);
+  inner_ = std::make_unique<DdpStrategy>(model, *inner_comm_, inner, make_optimizer);
   exchange_ = std::make_unique<OuterExchange>(*inner_comm_, *outer_comm_, model.num_params(), config_);
-}
-
-DilocoStrategy::~DilocoStrategy() {
-  // An exchange in flight reads this rank's buffers: it ends before they do.
-  inner_.reset();
 }
 
 std::string DilocoStrategy::name() const {

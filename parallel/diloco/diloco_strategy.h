@@ -38,7 +38,6 @@ namespace dpt {
 class DilocoStrategy : public ParallelStrategy {
  public:
   DilocoStrategy(Module& model, Communicator& comm, const StrategyConfig& config, const OptimizerFactory& make_optimizer);
-  ~DilocoStrategy() override;
 
   std::string name() const override;
   int zero_stage() const override { return 0; }
@@ -87,18 +86,14 @@ class DilocoStrategy : public ParallelStrategy {
   ModelStateBytes memory_bytes() const override;
   size_t num_buckets() const override { return inner_->num_buckets(); }
 
-  // For tests and the summary: rounds completed, and this rank's outer exchange totals.
-  int64_t rounds() const { return exchange_->rounds(); }
+  // For the summary: rounds completed and this rank's outer exchange totals.
   const OuterExchangeStats& outer_stats() const { return exchange_->stats(); }
 
  private:
-  struct Groups;
   // Splits the communicator into inner groups and the cross-group slices (collective).
   void build_groups(Communicator& comm);
 
   DilocoConfig config_;
-  StrategyConfig inner_config_;
-  OptimizerFactory make_optimizer_;
   std::unique_ptr<Communicator> inner_comm_, outer_comm_;
   std::unique_ptr<DdpStrategy> inner_;
   std::unique_ptr<OuterExchange> exchange_;

@@ -28,6 +28,15 @@ OuterExchange::OuterExchange(Communicator& inner, Communicator& outer, size_t nu
   outer_opt_ = std::make_unique<Sgd>(theta_.size(), config.outer_momentum, 0.0f, config.outer_momentum > 0);
 }
 
+OuterExchange::~OuterExchange() {
+  if (!work_) return;
+  try {
+    work_->wait();
+  } catch (const std::exception&) {
+    // A failed exchange (a peer gone, an elastic re-form): its buffers are no longer read.
+  }
+}
+
 void OuterExchange::reset_theta(std::span<const float> params) {
   if (params.size() != numel_) throw std::logic_error("DiLoCo: reset_theta with the wrong number of parameters");
   std::copy(params.begin() + std::ptrdiff_t(lo_), params.begin() + std::ptrdiff_t(hi_), theta_.begin());

@@ -34,6 +34,8 @@ class OuterExchange {
   // inner: this rank's inner group (rank i of g holds slice i); outer: the ranks holding
   // the same slice in every group (G of them). numel: the model's parameters.
   OuterExchange(Communicator& inner, Communicator& outer, size_t numel, const DilocoConfig& config);
+  // An exchange still in flight writes into this object's buffers: it is waited for.
+  ~OuterExchange();
 
   size_t lo() const { return lo_; }
   size_t hi() const { return hi_; }

@@ -29,10 +29,11 @@
 // --only-higher-waits (with --exit-rank R < world - 1): instead of the allreduces, the
 // last rank receives from rank R and every other rank receives from the last rank, so
 // the last rank alone could notice that R is gone (R never dials it; nobody sends to R).
-// --rank0-leaves-first: rank 0 closes its communicator (cleanly) and returns at once; the
-// others wait 300 ms, then rank 1 sends a word to rank 2 (a first contact, after the
-// store rank 0 served is gone) and rank 2 receives it: a dial must not need the store
-// (the trainer's last barrier meets partners it never talked to after rank 0 is through).
+// --rank0-leaves-first: once every rank told rank 0 it has built its communicator, rank 0
+// closes it (cleanly) and returns; the others wait 300 ms, then rank 1 sends a word to
+// rank 2 (a first contact, after the store rank 0 served is gone) and rank 2 receives it:
+// a dial must not need the store (the trainer's last barrier meets partners it never
+// talked to after rank 0 is through).
 // Exit codes: 0 ok; 3 a CommError (text on stderr); 4 wrong result; 5 connection count;
 // 2 bad usage.
 #include <dirent.h>
@@ -133,8 +134,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       const int r = comm->rank();
+      // Every rank has built its communicator (so needs the store no more) before rank 0
+      // leaves: each tells rank 0, over connections with rank 0 only.
+      float ready = 1;
+      if (r != 0) comm->send(Buffer{&ready, 1, DType::f32, Device{}}, 0, 8);
+      else
+        for (int p = 1; p < comm->size(); ++p) comm->recv(Buffer{&ready, 1, DType::f32, Device{}}, p, 8);
       if (r == 0) {
-        comm.reset();  // the store server goes with the communicator, unless it waits
+        comm.reset();  // the store server goes with the communicator
         std::printf("probe rank 0 left\n");
         return 0;
       }
