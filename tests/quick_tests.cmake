@@ -128,4 +128,5 @@ function(dpt_quick_labels)
       set_property(TEST ${t} APPEND PROPERTY LABELS quick)
     endif()
   endforeach()
+  dpt_waiting_slots()  # tests/waiting_tests.cmake
 endfunction()

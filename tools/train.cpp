@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
     train::Reporter report(o, trainer, rank);
     dpt::TrainSummary s;
     try {
-      s = trainer.run(report.callbacks(train::signal_hook(o.signals, rank)));
+      train::FailGate gate{elastic ? elastic->store.get() : nullptr, [&trainer] { return trainer.communicator().size(); }};
+      s = trainer.run(report.callbacks(train::signal_hook(o.signals, rank, gate)));
     } catch (const dpt::SimulatedCrash& e) {
       std::fprintf(stderr, "train: %s: dying without cleanup\n", e.what());
       std::fflush(stderr);

@@ -26,16 +26,24 @@ bool expect_arena() {
   return backend() == "tcp" && world().size() > 1 && on("COMM_TCP_SHM") && on("COMM_TCP_SHM_COLL");
 }
 
+// Under COMM_FAKE_HOSTS (the fake-host tests): only what reads the topology, the
+// hierarchical algorithms and auto (whose choice depends on it). Ring, tree, recursive
+// doubling and the native collectives run the same code on any topology; the one-host
+// tests sweep them.
+bool fake_hosts() { return !env::get_string("COMM_FAKE_HOSTS").empty(); }
+
 // Every algorithm registered for these collectives (comm/algorithms/registry.cpp), so a
 // new one is swept without a line here; native: Open MPI's collectives, or the tcp
 // backend's arena.
 std::vector<Algo> algos(std::initializer_list<CollKind> kinds) {
   std::vector<Algo> a;
+  if (fake_hosts()) a.push_back(Algo::automatic);
   for (const algo::Algorithm* x : algo::all())
     if (std::find(kinds.begin(), kinds.end(), x->kind) != kinds.end() &&
-        std::find(a.begin(), a.end(), Algo::of(*x)) == a.end())
+        std::find(a.begin(), a.end(), Algo::of(*x)) == a.end() &&
+        (!fake_hosts() || Algo::of(*x).name() == "hierarchical"))
       a.push_back(Algo::of(*x));
-  if (backend() == "mpi" || expect_arena()) a.push_back(Algo::native);
+  if ((backend() == "mpi" || expect_arena()) && !fake_hosts()) a.push_back(Algo::native);
   return a;
 }
 
@@ -53,11 +61,21 @@ size_t pieces_count(DType t) {
   return piece > 0 && piece <= (64 << 10) ? size_t(3 * piece + 100) / dtype_size(t) : 0;
 }
 
+// The big count: four ring segments (COMM_SEGMENT_BYTES, 1 MiB by default) and 5
+// elements, so a chunk of it spans a whole segment and a partial one at 4 ranks. The
+// suite's collectives tests set 256 KiB segments: the same segment, round and slot
+// structure with a quarter of the bytes to fill and check.
+size_t big_count(DType t) {
+  const char* v = std::getenv("COMM_SEGMENT_BYTES");
+  const size_t segment = v && std::atol(v) > 0 ? size_t(std::atol(v)) : size_t(1) << 20;
+  return 4 * segment / dtype_size(t) + 5;
+}
+
 std::vector<size_t> counts(int n, DType t, bool big) {
   std::vector<size_t> c = {0, 1, size_t(7 * n + 3)};
   if (n > 2) c.push_back(size_t(n - 1));
   if (const size_t p = pieces_count(t); p > 0 && !big) c.push_back(p);
-  if (big) c.push_back((size_t(4) << 20) / dtype_size(t) + 5);
+  if (big) c.push_back(big_count(t));
   return c;
 }
 

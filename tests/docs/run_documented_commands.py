@@ -62,7 +62,7 @@ KNOWN_PROGRAMS = {"mpirun", "mpiexec", "srun", "torchrun", "bash", "sh", "env", 
 # Open MPI refuses to run as root without these (README.md, "Running").
 OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
-STEPS, EVAL, SAMPLE, TOKENS = 2, 64, 8, 8  # the caps the rules shorten to
+STEPS, EVAL, SAMPLE, TOKENS = 2, 16, 8, 8  # the caps the rules shorten to (EVAL: a GPT-2 124M eval batch costs a second)
 TRAINER = r"build/bin/(?:train|train_local)(?=\s|$)"
 LOCAL = r"build/bin/train_local(?=\s|$)"
 GENERATE = r"build/bin/generate(?=\s|$)"

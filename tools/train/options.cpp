@@ -187,7 +187,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("ignore-memory-check", po::bool_switch()->notifier([&o](bool on) { o.cfg.memory_check = !on; }), "start even when the model states and activations estimated per host exceed its available memory (docs/gpt2.md)")
     ("exit-after-step", po::value(&o.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
     ("debug-uneven", po::value(&o.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
-    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP|KILL|TERM|USR1|FAIL][,...] sends SIGKILL (or SIGSTOP, SIGTERM, SIGUSR1) to the process that started as rank R, inside step S at forward, backward, sync or update, at eval (the evaluation at the end of an epoch whose last step is S), at save (step S's checkpoint: this rank's files written, `latest` not yet moved), or at adopt (elastic: while a new generation takes the group's state before step S); FAIL instead makes that process alone see a communication failure there, once")
+    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP|KILL|TERM|USR1|FAIL][,...] sends SIGKILL (or SIGSTOP, SIGTERM, SIGUSR1) to the process that started as rank R, inside step S at forward, backward, sync or update, at eval (the evaluation at the end of an epoch whose last step is S), at save (step S's checkpoint: this rank's files written, `latest` not yet moved), or at adopt (elastic: while a new generation takes the group's state before step S); FAIL instead makes that process alone see a communication failure there, once (under --elastic, after every other member reached the same point)")
     ("debug-sample-log", po::value(&o.cfg.sample_log)->default_value(""), "testing: append 'step world rank index...' for every completed step to PREFIX.<elastic id or rankN>")
     ("no-broadcast-buffers", po::bool_switch(&o.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
     ("sync-bn", po::bool_switch(&o.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")
@@ -314,22 +314,48 @@ void check_options(Options& o, const po::variables_map& vm) {
   o.signals = parse_signals(o.debug_signal);
 }
 
-std::function<void(int64_t, const char*)> signal_hook(const std::vector<SignalHit>& hits, int rank) {
+namespace {
+
+// Polls the counter until `peers` members added to it. Bounded: peers that never come
+// (one died meanwhile) leave the failure to be injected anyway, said on stderr.
+void wait_for_peers(dpt::Store& store, const std::string& key, int peers) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  int64_t got = 0;
+  while ((got = store.add(key, 0)) < peers) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "--debug-signal FAIL: %lld of %d peers reached %s in 120 s; failing anyway\n",
+                   (long long)got, peers, key.c_str());
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+std::function<void(int64_t, const char*)> signal_hook(const std::vector<SignalHit>& hits, int rank, FailGate gate) {
   if (hits.empty()) return {};
   // R is the rank this process started with (a re-formed group renumbers).
   // FAIL: this process alone sees its communicator fail there (a link that flaps for one
-  // rank), once, a second after reaching the point: what it had queued to send (a ring
-  // allreduce's last chunks, when it finished its part first) leaves first, so at
-  // "update" its peers complete the step; they carry on until they need it.
-  return [rank, hits, failed = std::vector<bool>(hits.size())](int64_t step, const char* phase) mutable {
+  // rank), once. The case it stands for is a failure after the step's gradient went out
+  // and every peer completed the step; a peer still inside the step's allreduce when the
+  // failure reaches it cannot complete it, so the failing rank first waits, through the
+  // elastic store, until every other member has reached the same point (each adds one to
+  // a counter there): no sleep to outlast the peers, however loaded the machine.
+  return [rank, hits, gate, failed = std::vector<bool>(hits.size())](int64_t step, const char* phase) mutable {
     for (size_t i = 0; i < hits.size(); ++i) {
       const SignalHit& h = hits[i];
-      if (step != h.step || h.phase != phase || rank != h.rank) continue;
+      if (step != h.step || h.phase != phase) continue;
+      const std::string key = "debug-fail/" + std::to_string(h.rank) + "/" + std::to_string(h.step) + "/" + h.phase;
+      if (rank != h.rank) {
+        if (h.signal == 0 && gate.store) gate.store->add(key, 1);  // a peer of the failing rank got here
+        continue;
+      }
       if (h.signal != 0) {
         ::kill(::getpid(), h.signal);
       } else if (!failed[i]) {
         failed[i] = true;
-        std::this_thread::sleep_for(std::chrono::seconds(1));
+        if (gate.store) wait_for_peers(*gate.store, key, gate.world_size() - 1);
         dpt::ErrorContext ctx;
         ctx.rank = int(rank);
         ctx.op = phase;

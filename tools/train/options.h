@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/store/store.h"
 #include "tools/cli.h"
 #include "tools/data_flags.h"
 #include "tools/model_flags.h"
@@ -49,7 +50,13 @@ struct Options {
 void add_options(dpt::tools::Cli& cli, Options& o);
 // After notify: fills o.cfg and refuses a bad value (std::invalid_argument naming the flag).
 void check_options(Options& o, const boost::program_options::variables_map& vm);
+// FAIL's wait for the peers (signal_hook): the elastic job's store and the group's size
+// now. Without a store (not elastic) the failure comes at once.
+struct FailGate {
+  dpt::Store* store = nullptr;
+  std::function<int()> world_size;
+};
 // The --debug-signal test hook for the process that started as `rank` (empty: none).
-std::function<void(int64_t, const char*)> signal_hook(const std::vector<SignalHit>& hits, int rank);
+std::function<void(int64_t, const char*)> signal_hook(const std::vector<SignalHit>& hits, int rank, FailGate gate);
 
 }  // namespace train

@@ -24,7 +24,7 @@ cleanup() {
   [[ -n ${ELASTIC_KEEP:-} ]] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
-export COMM_TIMEOUT_S=10 COMM_RENDEZVOUS_TIMEOUT_S=4 COMM_ELASTIC_SETTLE_S=10 OPENBLAS_NUM_THREADS=1
+export COMM_TIMEOUT_S=10 COMM_RENDEZVOUS_TIMEOUT_S=10 COMM_ELASTIC_SETTLE_S=10 OPENBLAS_NUM_THREADS=1
 COMM_JOB_TOKEN=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 export COMM_JOB_TOKEN
 steps=80 gate=30
