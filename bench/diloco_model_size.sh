@@ -19,7 +19,7 @@ work=$(mktemp -d /tmp/diloco_size.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 common=(--backend tcp --model gpt --dataset text --seq-len 64 --steps "$STEPS" --batch-size "$BATCH" --optimizer adamw
         --lr 2e-3 --lr-schedule cosine --log-every 100 --max-eval-samples 2000 --seed 1)
-field() { sed -nE "s/^final:.* $1=([^ ]+).*/\1/p" "$2" | tail -1; }
+field() { sed -nE "s/.*final:.* $1=([^ ]+).*/\1/p" "$2" | tail -1; }
 {
   echo "## DiLoCo's gap against DDP by model size ($RANKS ranks, inner groups of $GROUP, H=$H, outer ${OUTER/:/ Nesterov }, $STEPS steps, $(date -u +%Y-%m-%d))"
   echo
@@ -36,7 +36,7 @@ for s in $SIZES; do
   "$bin/launch" -n "$RANKS" "$bin/train" "${common[@]}" "${model[@]}" --strategy diloco --inner-steps "$H" \
     --diloco-group "$GROUP" --outer-lr "${OUTER%:*}" --outer-momentum "${OUTER#*:}" > "$work/diloco.log" 2>&1 ||
     { tail -n 5 "$work/diloco.log"; echo "diloco_model_size.sh: DiLoCo $s failed" >&2; exit 1; }
-  params=$(grep -oE "gpt \([0-9]+ params\)" "$work/ddp.log" | grep -oE "[0-9]+" | head -1)
+  params=$(grep -oE "gpt \([0-9]+ parameters" "$work/ddp.log" | grep -oE "[0-9]+" | head -1)
   a=$(field val_loss "$work/ddp.log") b=$(field val_loss "$work/diloco.log")
   awk -v s="$layers x $dim" -v p="${params:-?}" -v a="$a" -v b="$b" -v ta="$(field time_s "$work/ddp.log")" \
       -v tb="$(field time_s "$work/diloco.log")" \
