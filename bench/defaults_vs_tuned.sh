@@ -25,7 +25,8 @@
 #   mlp4        launch -n 4 train --steps 600 (4 ranks on this host's cores): time_s
 #   allreduce2  launch -n 2 comm_bench allreduce 4 KiB - 64 MiB: the sizes' summed time
 #   torch2      launch -n 2 python3 bench/torch_mlp_ddp.py (PyTorch DDP, gloo): s per sample
-# Hand settings: t1, t2 (OMP_NUM_THREADS), t2-passive (and OMP_WAIT_POLICY=passive),
+# Hand settings: control (nothing set: the default once more, so default / control is the
+# benchmark's own spread for that job), t1, t2 (OMP_NUM_THREADS), t2-passive (and OMP_WAIT_POLICY=passive),
 # openblas, onednn (DPT_GEMM, threads as planned), t1-openblas, t1-onednn, t2-openblas,
 # t2-onednn, bind (launch --bind cores). A setting that does not apply to a job (the
 # engines to PyTorch, --bind without launch) is skipped for it.
@@ -35,7 +36,7 @@ build=${1:-build}
 bin=$build/bin
 ROUNDS=${ROUNDS:-3}
 JOBS=${JOBS:-"quickstart cnn2 gpt2r resnet1 resnet2 mlp4 allreduce2 torch2"}
-SETTINGS=${SETTINGS:-"t1 t2 t2-passive openblas onednn t1-openblas t1-onednn t2-openblas t2-onednn bind"}
+SETTINGS=${SETTINGS:-"control t1 t2 t2-passive openblas onednn t1-openblas t1-onednn t2-openblas t2-onednn bind"}
 OUT=${OUT:-bench/results/defaults}
 mkdir -p "$OUT/raw"
 for b in train launch comm_bench; do [[ -x $bin/$b ]] || { echo "defaults_vs_tuned.sh: $bin/$b missing" >&2; exit 2; }; done
@@ -45,7 +46,7 @@ export PYTHONPATH=$build/python
 
 setting_env() {  # the environment of a hand setting
   case $1 in
-    default) echo "" ;;
+    default|control) echo "" ;;
     t1) echo "OMP_NUM_THREADS=1" ;;
     t2) echo "OMP_NUM_THREADS=2" ;;
     t2-passive) echo "OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive" ;;
@@ -123,18 +124,30 @@ done
 # grid by its luckiest run alone).
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {if (NR) printf "%.6g", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2}'; }
 for key in "${!costs[@]}"; do best[$key]=$(median <<< "${costs[$key]}"); done
+# Per job: the default's median against the best hand setting's (control excluded), the
+# same ratio round by round (paired: both ran in the same round, minutes apart), and
+# default / control, the spread of two identical configurations, against which a gap
+# between default and best has to be read.
+ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }  # (medians may be 7.6e-05)
 {
-  echo "| job | default (median) | best hand setting | its median | default / best |"
-  echo "|---|---|---|---|---|"
+  echo "| job | default (median) | best hand setting | its median | default / best | per round | default / control (spread) |"
+  echo "|---|---|---|---|---|---|---|"
   for job in $JOBS; do
     d=${best[$job|default]:-}
     bs="" bc_=""
     for setting in $SETTINGS; do
+      [[ $setting == control ]] && continue
       c=${best[$job|$setting]:-}
       [[ -z $c ]] && continue
-      if [[ -z $bc_ ]] || (($(echo "$c < $bc_" | bc -l))); then bs=$setting bc_=$c; fi
+      if [[ -z $bc_ ]] || awk -v c="$c" -v b="$bc_" 'BEGIN { exit !(c < b) }'; then bs=$setting bc_=$c; fi
     done
-    ratio=$([[ -n $d && -n $bc_ ]] && echo "scale=3; $d / $bc_" | bc -l || echo "n/a")
-    echo "| $job | $d | $bs | $bc_ | $ratio |"
+    ratio=$([[ -n $d && -n $bc_ ]] && ratio_of "$d" "$bc_" || echo "n/a")
+    read -r -a dr <<< "${costs[$job|default]:-}"
+    read -r -a br <<< "${costs[$job|$bs]:-}"
+    per=""
+    for ((i = 0; i < ${#dr[@]} && i < ${#br[@]}; ++i)); do per+="$(ratio_of "${dr[i]}" "${br[i]}") "; done
+    ctl=${best[$job|control]:-}
+    spread=$([[ -n $d && -n $ctl ]] && ratio_of "$d" "$ctl" || echo "n/a")
+    echo "| $job | $d | $bs | $bc_ | $ratio | ${per% } | $spread |"
   done
 } | tee "$OUT/summary.md"
