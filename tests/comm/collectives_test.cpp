@@ -63,8 +63,8 @@ size_t pieces_count(DType t) {
 
 // The big count: four ring segments (COMM_SEGMENT_BYTES, 1 MiB by default) and 5
 // elements, so a chunk of it spans a whole segment and a partial one at 4 ranks. The
-// suite's collectives tests set 256 KiB segments: the same segment, round and slot
-// structure with a quarter of the bytes to fill and check.
+// suite's collectives tests set 256 KiB segments (and rings): as many segments and ring
+// wraps with a quarter of the bytes to fill and check (arena rounds: 4 instead of 16).
 size_t big_count(DType t) {
   const char* v = std::getenv("COMM_SEGMENT_BYTES");
   const size_t segment = v && std::atol(v) > 0 ? size_t(std::atol(v)) : size_t(1) << 20;
