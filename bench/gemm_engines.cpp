@@ -30,8 +30,14 @@
 //               libraries reach on the step's products: what no engine choice or call
 //               pattern of ours can exceed without other kernels. --no-ceiling skips it.
 //
-//   gemm_engines [--threads 1,2] [--seconds S] [--shapes record|hand] [--batch 4 --seq 64]
-//                [--coretypes A,B|none] [--no-bf16] [--no-ceiling]
+//   grid        --shapes grid: NN, NT and TN products of every m, n, k in {16, 32, ..., 512, 2048}
+//               (no model), to see where each engine wins.
+//   model       --model gpt|cnn|mlp|resnet18 records that model's step instead, at its train
+//               defaults (models/nn/model_config.h; --batch samples, --seq tokens for gpt): the
+//               products a small model runs, which favour another engine than GPT-2's.
+//
+//   gemm_engines [--threads 1,2] [--seconds S] [--shapes record|hand|grid] [--batch 4 --seq 64]
+//                [--coretypes A,B|none] [--no-bf16] [--no-ceiling] [--model gpt2]
 //   (--seconds: per shape, engine and thread count; default 0.2)
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,6 +82,7 @@ struct Options {
   bool bf16 = true;                      // the gemm_bf16 column
   bool ceiling = true;                   // oneDNN matmul's own columns
   int batch = 4, seq = 64;               // the recorded step's sequences and tokens each
+  std::string model = "gpt2";            // whose step is recorded (gpt2 at 124M)
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -86,22 +93,39 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-std::vector<Entry> recorded_shapes(int batch, int seq) {
+// One training step of `model` (gpt2: 124M; the others at their train defaults, the
+// models/nn/model_config.h values) on `batch` random samples, every product recorded.
+std::vector<Entry> recorded_shapes(const std::string& model_name, int batch, int seq) {
   ModelConfig cfg;
-  Gpt2Request req;
-  req.size = "124M";
-  configure_gpt2(req, cfg);
+  if (model_name == "gpt2") {
+    Gpt2Request req;
+    req.size = "124M";
+    configure_gpt2(req, cfg);
+  }
   cfg.seq_len = seq;
   cfg.dropout = 0.0f;
-  auto model = make_model("gpt2", cfg);
+  auto model = make_model(model_name, cfg);
+  const bool tokens_in = model_name == "gpt" || model_name == "gpt2";
   std::mt19937_64 gen(1);
-  std::vector<int32_t> tokens(batch * seq), labels(batch * seq);
-  for (auto& t : tokens) t = int32_t(gen() % uint64_t(cfg.vocab));
-  for (auto& l : labels) l = int32_t(gen() % uint64_t(cfg.vocab));
   ModelInput in;
-  in.tokens = tokens.data();
   in.n = batch;
-  in.sample_shape = {seq};
+  std::vector<int32_t> tokens, labels;
+  std::vector<float> pixels;
+  if (tokens_in) {
+    tokens.resize(size_t(batch) * size_t(seq));
+    labels.resize(tokens.size());
+    for (auto& t : tokens) t = int32_t(gen() % uint64_t(cfg.vocab));
+    for (auto& l : labels) l = int32_t(gen() % uint64_t(cfg.vocab));
+    in.tokens = tokens.data();
+    in.sample_shape = {seq};
+  } else {
+    in.sample_shape = {cfg.in_channels, cfg.image_h, cfg.image_w};
+    pixels.resize(size_t(batch * cfg.in_channels * cfg.image_h * cfg.image_w));
+    for (auto& x : pixels) x = float(gen() % 1000) / 1000.0f;
+    labels.resize(size_t(batch));
+    for (auto& l : labels) l = int32_t(gen() % uint64_t(cfg.num_classes));
+    in.x = pixels.data();
+  }
   ModelTarget target;
   target.labels = labels.data();
   GemmRecorder rec;
@@ -130,6 +154,22 @@ std::vector<Entry> hand_shapes(int rows) {
   v.push_back({{false, true, rows, vocab, 768, 768, 768, vocab, false}, 1});  // logits = x E^T
   v.push_back({{false, false, rows, 768, vocab, vocab, 768, 768, false}, 1});  // dx = dlogits E
   v.push_back({{true, false, vocab, 768, rows, vocab, 768, 768, true}, 1});    // dE += dlogits^T x
+  return v;
+}
+
+// Every NN, NT and TN product (beta 0 for NN, accumulating for the weight-gradient-like TN and
+// NT ones as training runs them) of m, n, k in {16, 32, 64, 128, 256, 512, 2048}: where each
+// engine wins, to set the 1-thread engine rule (models/kernels/cpu/gemm_choice.h) on.
+std::vector<Entry> grid_shapes() {
+  const int sizes[] = {16, 32, 64, 128, 256, 512, 2048};
+  std::vector<Entry> v;
+  for (int form = 0; form < 3; ++form)
+    for (int m : sizes)
+      for (int n : sizes)
+        for (int k : sizes) {
+          const bool ta = form == 2, tb = form == 1;
+          v.push_back({{ta, tb, m, n, k, ta ? m : k, tb ? k : n, n, form != 0}, 1});
+        }
   return v;
 }
 
@@ -335,7 +375,8 @@ Options parse(int argc, char** argv) {
       o.seconds = std::stod(value());
     } else if (a == "--shapes") {
       o.shapes = value();
-      if (o.shapes != "record" && o.shapes != "hand") throw std::invalid_argument("--shapes record|hand");
+      if (o.shapes != "record" && o.shapes != "hand" && o.shapes != "grid")
+        throw std::invalid_argument("--shapes record|hand|grid");
     } else if (a == "--coretypes") {
       const std::string v = value();
       o.coretypes = v == "none" ? std::vector<std::string>{} : split(v);
@@ -347,12 +388,15 @@ Options parse(int argc, char** argv) {
       const int v = std::stoi(value());
       if (v < 1) throw std::invalid_argument(a + " must be at least 1");
       (a == "--batch" ? o.batch : o.seq) = v;
+    } else if (a == "--model") {
+      o.model = value();
     } else if (a == "--child") {
       o.child_engine = value();
       o.child_file = value();
     } else if (a == "--help" || a == "-h") {
-      std::printf("gemm_engines [--threads 1,%d] [--seconds 0.2] [--shapes record|hand] [--batch 4 --seq 64] "
-                  "[--coretypes Prescott,Haswell,SkylakeX,Cooperlake|none] [--no-bf16] [--no-ceiling]\n", cores);
+      std::printf("gemm_engines [--threads 1,%d] [--seconds 0.2] [--shapes record|hand|grid] [--batch 4 --seq 64] "
+                  "[--coretypes Prescott,Haswell,SkylakeX,Cooperlake|none] [--no-bf16] [--no-ceiling] "
+                  "[--model gpt2|gpt|cnn|mlp|resnet18]\n", cores);
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown argument " + a + " (--help)");
@@ -377,13 +421,18 @@ int main(int argc, char** argv) try {
   std::fflush(stdout);
 
   const auto t_rec = Clock::now();
-  const std::vector<Entry> shapes = o.shapes == "hand" ? hand_shapes(o.batch * o.seq) : recorded_shapes(o.batch, o.seq);
+  const std::vector<Entry> shapes = o.shapes == "hand"   ? hand_shapes(o.batch * o.seq)
+                                    : o.shapes == "grid" ? grid_shapes()
+                                                         : recorded_shapes(o.model, o.batch, o.seq);
   const double record_s = std::chrono::duration<double>(Clock::now() - t_rec).count();
   double step_flops = 0;
   int64_t calls = 0;
   for (const auto& e : shapes) step_flops += e.shape.flops() * double(e.count), calls += e.count;
-  std::printf("# shapes: GPT-2 124M training step, batch %d x %d tokens, %s: %zu distinct, %lld calls, %.2f GFLOP\n",
-              o.batch, o.seq, o.shapes == "hand" ? "by hand" : "recorded", shapes.size(), (long long)calls,
+  const std::string what = o.shapes == "grid"                         ? "no model: a grid of"
+                           : o.shapes == "hand" || o.model == "gpt2" ? "GPT-2 124M"
+                                                                     : "'" + o.model + "' (train's default)";
+  std::printf("# shapes: %s training step, batch %d x %d tokens, %s: %zu distinct, %lld calls, %.2f GFLOP\n",
+              what.c_str(), o.batch, o.seq, o.shapes == "hand" ? "by hand" : "recorded", shapes.size(), (long long)calls,
               step_flops / 1e9);
   if (o.shapes != "hand") std::printf("# (model built and step recorded in %.1f s)\n", record_s);
 

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   if (o.cfg.stop_on_signal) dpt::install_stop_signals();
   std::unique_ptr<dpt::Communicator> comm;
   std::optional<train::ElasticSetup> elastic;
+  int exit_code = 0;
   try {
     // 2. The group: a backend's world, or the first generation of an elastic job.
     dpt::CommOptions opts = dpt::CommOptions::from_env();
@@ -82,17 +83,20 @@ int main(int argc, char** argv) {
                     "--auto-resume (or --resume) goes on from there (exit %d)\n",
                     (long long)s.steps, o.cfg.checkpoint_dir.c_str(), dpt::kExitStoppedBySignal);
       std::fflush(stdout);
-      comm.reset();
-      return dpt::kExitStoppedBySignal;
-    }
-    report.final_line(s);
-    try {
-      trainer.communicator().barrier();
-    } catch (const dpt::CommError& e) {
-      // Training finished and the job is marked done: a peer gone by now (killed at the
-      // very end) changes nothing, and a failure here would make the launcher fail the job.
-      if (!elastic) throw;
-      std::fprintf(stderr, "train: the job finished; the last barrier failed (%s)\n", e.what());
+      // No comm.reset() here: the trainer goes at the end of this block, and its strategy's
+      // destructor settles work it may hold in flight on the communicator (~DistTrainer,
+      // ~ZeroStrategy), so comm must outlive it, as on the normal path.
+      exit_code = dpt::kExitStoppedBySignal;
+    } else {
+      report.final_line(s);
+      try {
+        trainer.communicator().barrier();
+      } catch (const dpt::CommError& e) {
+        // Training finished and the job is marked done: a peer gone by now (killed at the
+        // very end) changes nothing, and a failure here would make the launcher fail the job.
+        if (!elastic) throw;
+        std::fprintf(stderr, "train: the job finished; the last barrier failed (%s)\n", e.what());
+      }
     }
   } catch (const dpt::ElasticStoreUnreachable& e) {
     // Its launcher reads the status: no restart of this slot.
@@ -111,6 +115,6 @@ int main(int argc, char** argv) {
     dpt::backends::abort_job(1);
     return 1;
   }
-  comm.reset();
-  return 0;
+  comm.reset();  // after the trainer (gone with the try block) and its strategy
+  return exit_code;
 }

@@ -15,7 +15,10 @@ namespace dpt {
 inline constexpr int kExitStoppedBySignal = 75;
 
 // Installs the handlers for SIGTERM and SIGUSR1 (a program with somewhere to save calls it;
-// without a checkpoint folder the default action, termination, is the right one).
+// without a checkpoint folder the default action, termination, is the right one). Call it
+// before starting threads: it blocks both signals in the calling thread, so in every thread
+// started after it, and takes them on a thread of its own (sigwait), so no handler runs
+// inside a compute kernel (oneDNN 2.6's, see stop_signals.cpp).
 void install_stop_signals();
 // 0, or the first of those signals this process received.
 int stop_signal();

@@ -21,7 +21,8 @@ constexpr double kDependentFraction = 1e-4;
 // recording and bf16 precision scope of the model's products (this is not model compute).
 void gemm(bool ta, bool tb, size_t m, size_t n, size_t k, float alpha, const float* a, size_t lda, const float* b,
           size_t ldb, float beta, float* c, size_t ldc) {
-  sgemm_with(gemm_engine(), ta, tb, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+  sgemm_with(gemm_engine_for(int(m), int(n), int(k)), ta, tb, int(m), int(n), int(k), alpha, a, int(lda), b,
+             int(ldb), beta, c, int(ldc));
 }
 
 // Mixes the run's seed with a parameter index (splitmix64's finaliser) so each matrix

@@ -1,5 +1,6 @@
 // The CPU GEMM engines (models/kernels/cpu/gemm_engine.h) against a float64 reference, and against
-// each other; DPT_GEMM's values and auto's rule (models/kernels/cpu/gemm_choice.h).
+// each other; DPT_GEMM's values and auto's rule (models/kernels/cpu/gemm_choice.h), its
+// per-size pick at one thread included.
 //
 // Terms:
 //   bound   |C - C_ref| <= (k + 3) * FLT_EPSILON * (|alpha| * sum_l |a_il| |b_lj| + |beta c_ij|)
@@ -17,6 +18,7 @@
 #include <cfloat>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -291,10 +293,10 @@ TEST_CASE("auto's measurement (for OpenBLAS cores it does not know) is quick and
 TEST_CASE("sgemm records, runs the chosen engine, and the replay uses it too", "[gemm]") {
   const std::string description = gemm_engine_description();
   INFO(description);
-  CHECK(description.rfind(gemm_engine_name(gemm_engine()), 0) == 0);
   std::mt19937 gen(3);
   Case c;
   c.ta = true, c.m = 20, c.n = 30, c.k = 40;
+  CHECK(description.find(gemm_engine_name(gemm_engine_for(c.m, c.n, c.k))) != std::string::npos);
   const Operands o = make_operands(c, gen);
   GemmRecorder rec;
   std::vector<float> out = o.c0;
@@ -305,9 +307,64 @@ TEST_CASE("sgemm records, runs the chosen engine, and the replay uses it too", "
   REQUIRE(rec.calls().size() == 1);
   CHECK(rec.calls().begin()->first.m == 20);
   CHECK(rec.total_flops() == 2.0 * 20 * 30 * 40);
-  const std::vector<float> direct = run(gemm_engine(), c, o);
+  const std::vector<float> direct = run(gemm_engine_for(c.m, c.n, c.k), c, o);
   CHECK(std::memcmp(out.data(), direct.data(), out.size() * sizeof(float)) == 0);
   GemmReplay replay(rec);
-  CHECK(replay.engine() == gemm_engine());
+  CHECK(!replay.engine());  // each call where sgemm() runs it
   CHECK(replay.run_round() >= 0.0);
+  CHECK(GemmReplay(rec, GemmEngine::openblas).engine() == GemmEngine::openblas);
+}
+
+TEST_CASE("auto at one thread: each product on the engine its size wins on, the same bits as that engine",
+          "[gemm]") {
+  CHECK(gemm_engine_by_size(128, 128, 32) == GemmEngine::openblas);  // 2^19
+  CHECK(gemm_engine_by_size(128, 128, 63) == GemmEngine::openblas);
+  CHECK(gemm_engine_by_size(64, 128, 128) == GemmEngine::onednn);    // 2^20
+  CHECK(gemm_engine_by_size(2048, 128, 4) == GemmEngine::onednn);    // 2^20: the product, not each side
+  CHECK(gemm_engine_by_size(1023, 1024, 1) == GemmEngine::openblas);
+  CHECK(gemm_engine_by_size(64, 32, 64) == GemmEngine::openblas);    // an attention head's product
+  const GemmChoice automatic = choose_gemm_engine("auto");
+  INFO(automatic.how);
+  // The rule is on exactly where auto keeps openblas for two engines on one level.
+  CHECK(automatic.by_size_at_one_thread ==
+        (gemm_engine_available(GemmEngine::onednn) && automatic.engine == GemmEngine::openblas &&
+         automatic.how.find("are both") != std::string::npos));
+  CHECK_FALSE(choose_gemm_engine("openblas").by_size_at_one_thread);
+  if (gemm_engine_available(GemmEngine::onednn)) CHECK_FALSE(choose_gemm_engine("onednn").by_size_at_one_thread);
+  const bool env_pins = std::getenv("DPT_GEMM") && std::string(std::getenv("DPT_GEMM")) != "auto";
+  if (env_pins || !automatic.by_size_at_one_thread) {
+    for (int t : {1, 2}) {
+      const int saved = blas_threads();
+      set_blas_threads(t);
+      CHECK(gemm_engine_for(256, 256, 256) == gemm_engine());
+      CHECK(gemm_engine_for(16, 16, 16) == gemm_engine());
+      set_blas_threads(saved);
+    }
+    return;
+  }
+  const int saved = blas_threads();
+  std::mt19937 gen(11);
+  Case big, small;
+  big.m = 96, big.n = 128, big.k = 96;  // 1.18M multiply-adds
+  small.tb = true, small.m = 64, small.n = 64, small.k = 32;
+  const Operands ob = make_operands(big, gen), os = make_operands(small, gen);
+  auto through_sgemm = [](const Case& c, const Operands& o) {
+    std::vector<float> out = o.c0;
+    sgemm(c.ta, c.tb, c.m, c.n, c.k, c.alpha, o.a.data(), c.lda(), o.b.data(), c.ldb(), c.beta, out.data(), c.ldc());
+    return out;
+  };
+  set_blas_threads(1);
+  CHECK(gemm_engine_for(big.m, big.n, big.k) == GemmEngine::onednn);
+  CHECK(gemm_engine_for(small.m, small.n, small.k) == GemmEngine::openblas);
+  CHECK(gemm_engine_description().find("on products of m*n*k >= 2^20") != std::string::npos);
+  const std::vector<float> big_out = through_sgemm(big, ob), small_out = through_sgemm(small, os);
+  CHECK(std::memcmp(big_out.data(), run(GemmEngine::onednn, big, ob).data(), big_out.size() * sizeof(float)) == 0);
+  CHECK(std::memcmp(small_out.data(), run(GemmEngine::openblas, small, os).data(),
+                    small_out.size() * sizeof(float)) == 0);
+  // With two threads, one engine for all (the two libraries' pools would spin against each other).
+  set_blas_threads(2);
+  CHECK(gemm_engine_for(big.m, big.n, big.k) == gemm_engine());
+  CHECK(gemm_engine_for(small.m, small.n, small.k) == gemm_engine());
+  CHECK(gemm_engine_description().rfind(gemm_engine_label(gemm_engine()) + ", 2 threads", 0) == 0);
+  set_blas_threads(saved);
 }

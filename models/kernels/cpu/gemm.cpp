@@ -42,7 +42,7 @@ void sgemm_untimed(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
   if (t_recorder)
     t_recorder->record({trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.0f, bf16});
   if (bf16) return gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  sgemm_with(gemm_engine(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  sgemm_with(gemm_engine_for(m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 }  // namespace
 
@@ -129,7 +129,7 @@ void record_gemm(const GemmShape& s) {
 GemmRecordScope::GemmRecordScope(GemmRecorder& r) : previous_(t_recorder) { t_recorder = &r; }
 GemmRecordScope::~GemmRecordScope() { t_recorder = previous_; }
 
-GemmReplay::GemmReplay(const GemmRecorder& rec, GemmEngine engine) : rec_(rec), engine_(engine) {
+GemmReplay::GemmReplay(const GemmRecorder& rec, std::optional<GemmEngine> engine) : rec_(rec), engine_(engine) {
   // Scratch operands sized for the largest call; values are irrelevant to speed
   // but kept small and finite so no denormal or NaN path is taken.
   size_t max_a = 0, max_b = 0, max_c = 0;
@@ -151,7 +151,7 @@ double GemmReplay::run_round() {
         gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb,
                   s.accumulate ? 1.0f : 0.0f, c_.data(), s.ldc);
       else
-        sgemm_with(engine_, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb,
+        sgemm_with(engine_ ? *engine_ : gemm_engine_for(s.m, s.n, s.k), s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a_.data(), s.lda, b_.data(), s.ldb,
                    s.accumulate ? 1.0f : 0.0f, c_.data(), s.ldc);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -184,14 +185,15 @@ struct GemmBenchResult {
 // load).
 class GemmReplay {
  public:
-  explicit GemmReplay(const GemmRecorder& rec, GemmEngine engine = gemm_engine());
-  GemmEngine engine() const { return engine_; }
+  // engine: every call on it; none: each call on the engine sgemm() would run it on.
+  explicit GemmReplay(const GemmRecorder& rec, std::optional<GemmEngine> engine = std::nullopt);
+  std::optional<GemmEngine> engine() const { return engine_; }
   double run_round();  // seconds
   double flops_per_round() const { return rec_.total_flops(); }
 
  private:
   const GemmRecorder& rec_;
-  GemmEngine engine_;
+  std::optional<GemmEngine> engine_;
   std::vector<float> a_, b_, c_;
 };
 

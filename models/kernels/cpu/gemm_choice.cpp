@@ -44,23 +44,24 @@ double measure_onednn_speedup() {
 namespace {
 
 GemmChoice choose_auto() {
-  if (!gemm_engine_available(GemmEngine::onednn)) return {GemmEngine::openblas, "auto: no oneDNN in this build"};
+  if (!gemm_engine_available(GemmEngine::onednn)) return {GemmEngine::openblas, false, "auto: no oneDNN in this build"};
   const std::string core = openblas_core_name();
   const SimdLevel ob = openblas_core_level(core), od = onednn_isa_level(onednn_cpu_isa());
   const std::string cpu = simd_level_name(cpu_features().fp32_level());
   if (auto by_level = choose_gemm_engine_by_level(ob, od)) {
     const std::string obs = "openblas core " + core, ods = "onednn " + onednn_isa_name();
     if (ob == od)
-      return {GemmEngine::openblas, "auto: " + obs + " and " + ods + " are both " + simd_level_name(ob) +
-                                        ": openblas kept (cpu: " + cpu + ")"};
-    return {*by_level, "auto: " + obs + " is " + simd_level_name(ob) + ", " + ods + " is " + simd_level_name(od) +
+      return {GemmEngine::openblas, true,
+              "auto: " + obs + " and " + ods + " are both " + simd_level_name(ob) +
+                  ": openblas, at 1 thread onednn on products of m*n*k >= 2^20 (cpu: " + cpu + ")"};
+    return {*by_level, false, "auto: " + obs + " is " + simd_level_name(ob) + ", " + ods + " is " + simd_level_name(od) +
                            " (cpu: " + cpu + ")"};
   }
   const double speedup = measure_onednn_speedup();
   char buf[200];
   std::snprintf(buf, sizeof buf, "auto: openblas core '%s' not in the list; measured onednn %.2fx openblas on "
                 "256x768x768 products, 1 thread (margin %.2fx)", core.c_str(), speedup, kMeasuredMargin);
-  return {speedup >= kMeasuredMargin ? GemmEngine::onednn : GemmEngine::openblas, buf};
+  return {speedup >= kMeasuredMargin ? GemmEngine::onednn : GemmEngine::openblas, false, buf};
 }
 
 const GemmChoice& resolved_choice() {
@@ -122,10 +123,26 @@ GemmChoice choose_gemm_engine(std::string_view dpt_gemm) {
   if (!gemm_engine_available(*e))
     throw std::invalid_argument("DPT_GEMM=" + std::string(dpt_gemm) +
                                 ": this build has no oneDNN (install libdnnl-dev and reconfigure)");
-  return {*e, "DPT_GEMM=" + std::string(dpt_gemm)};
+  return {*e, false, "DPT_GEMM=" + std::string(dpt_gemm)};
 }
 
 GemmEngine gemm_engine() { return resolved_choice().engine; }
+
+GemmEngine gemm_engine_by_size(int64_t m, int64_t n, int64_t k) {
+  return m * n * k >= kOnednnMinProduct ? GemmEngine::onednn : GemmEngine::openblas;
+}
+
+namespace {
+// oneDNN's OpenMP team follows blas_threads() on every call (gemm_engine.cpp), so
+// OpenBLAS's count is both engines'.
+bool products_on_one_thread() { return blas_threads() == 1; }
+}  // namespace
+
+GemmEngine gemm_engine_for(int m, int n, int k) {
+  const GemmChoice& c = resolved_choice();
+  if (c.by_size_at_one_thread && products_on_one_thread()) return gemm_engine_by_size(m, n, k);
+  return c.engine;
+}
 
 std::string gemm_engine_label(GemmEngine e) {
   if (e == GemmEngine::onednn)
@@ -138,8 +155,11 @@ std::string gemm_engine_label(GemmEngine e) {
 std::string gemm_engine_description() {
   const GemmChoice& c = resolved_choice();
   const int threads = blas_threads();
-  return gemm_engine_label(c.engine) + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
-         " [" + c.how + "]";
+  const std::string what = c.by_size_at_one_thread && products_on_one_thread()
+                               ? gemm_engine_label(GemmEngine::onednn) + " on products of m*n*k >= 2^20, " +
+                                     gemm_engine_label(GemmEngine::openblas) + " below"
+                               : gemm_engine_label(c.engine);
+  return what + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " [" + c.how + "]";
 }
 
 }  // namespace dpt

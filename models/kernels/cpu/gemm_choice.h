@@ -11,7 +11,21 @@
 //      exists for (Debian's OpenBLAS 0.3.21 runs Prescott, SSE3, kernels on Xeons whose
 //      model number it does not know: ~4x slower than oneDNN on an AVX-512 Xeon; its
 //      Haswell kernels there ~1.5x; bench/gemm_engines). On the same level: openblas, the
-//      engine every earlier result was computed with.
+//      engine every earlier result was computed with, and at one product thread each
+//      product by its size (2b).
+//  2b. Same level and one product thread (a rank among others on its host: the launch
+//      gives each 1 thread where ranks fill the cores): oneDNN for products of m*n*k >=
+//      kOnednnMinProduct (2^20), OpenBLAS for smaller ones. On a grid of 1029 NN/NT/TN
+//      shapes (m, n, k of 16..2048, `bench/gemm_engines --shapes grid --threads 1`, AVX-512
+//      EPYC, OpenBLAS Cooperlake, oneDNN avx512_core_bf16) oneDNN's fixed cost per call
+//      loses up to 4x on small products (16^3: 23 against 85 GFLOP/s) and its kernels win
+//      ~10% on large ones (GPT's 2048x128x512: 115 against 102); either engine alone is
+//      1.10x the per-shape best (geometric mean over the grid), this rule 1.02x, and 2^20
+//      is the best single threshold (2^18: 1.04x, 2^22: 1.05x). Only at one thread: with
+//      more, the two libraries' thread pools (OpenBLAS's pthreads, oneDNN's OpenMP team)
+//      would spin against each other between products, so one engine runs them all.
+//      The choice depends on the shape and the thread count only, so runs stay bitwise
+//      reproducible.
 //   3. A core name OpenBLAS has and this list has not (a newer OpenBLAS): both engines are
 //      timed once (measure_onednn_speedup, about 0.1 s), and onednn is taken only if at
 //      least kMeasuredMargin faster.
@@ -27,6 +41,7 @@
 // too. Pin DPT_GEMM where results must match bit for bit across machines.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,8 +68,12 @@ inline constexpr double kMeasuredMargin = 1.3;
 // 0 without oneDNN. It sets blas_threads() to 1 meanwhile.
 double measure_onednn_speedup();
 
+inline constexpr int64_t kOnednnMinProduct = int64_t(1) << 20;
+
 struct GemmChoice {
   GemmEngine engine = GemmEngine::openblas;
+  // Rule 2b: at one product thread, oneDNN for m*n*k >= kOnednnMinProduct (else `engine`).
+  bool by_size_at_one_thread = false;
   // "DPT_GEMM=onednn", or auto's reason: "auto: openblas core Prescott is sse, onednn
   // avx512_core is avx512 (cpu: avx512)"
   std::string how;
@@ -62,11 +81,17 @@ struct GemmChoice {
 // The rule for one value of DPT_GEMM ("" means auto); may measure (step 3).
 GemmChoice choose_gemm_engine(std::string_view dpt_gemm);
 
-// The engine sgemm() runs, chosen once from DPT_GEMM.
+// The process's engine, chosen once from DPT_GEMM (the only one where rule 2b is off).
 GemmEngine gemm_engine();
+// The engine sgemm() runs this m x n x k product on: gemm_engine(), or by rule 2b its size
+// while this thread's products run on one thread.
+GemmEngine gemm_engine_for(int m, int n, int k);
+// Rule 2b's pick alone (no thread count): the engine for an m x n x k product.
+GemmEngine gemm_engine_by_size(int64_t m, int64_t n, int64_t k);
 // What runs and why, for programs to print, e.g.
 // "onednn 2.6.3 avx512_core_amx (avx512), 2 threads [auto: openblas core Prescott is sse,
-// onednn avx512_core_amx is avx512 (cpu: avx512)]".
+// onednn avx512_core_amx is avx512 (cpu: avx512)]", or at one thread under rule 2b
+// "onednn ... on products of m*n*k >= 2^20, openblas ... below, 1 thread [auto: ...]".
 std::string gemm_engine_description();
 // "openblas SkylakeX (avx512)" / "onednn 2.6.3 avx512_core_amx (avx512)".
 std::string gemm_engine_label(GemmEngine e);
