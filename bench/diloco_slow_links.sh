@@ -5,7 +5,7 @@
 # the held-out loss, the training time (the final line's time_s, rank 0), the wall time of
 # the whole job, and the bytes each host put on its link (eth0's tx counter, mean and
 # largest over the hosts). DDP runs flat (ring over every rank), hierarchical, bf16 and
-# PowerSGD; DiLoCo runs each H:OUTER_LR:OUTER_MOMENTUM of DILOCO with the host as the
+# PowerSGD; DiLoCo runs each H:OUTER_LR:OUTER_MOMENTUM[:OUTER_DTYPE] of DILOCO with the host as the
 # inner group and the exchange blocking, and OVERLAP (the same, with the exchange
 # overlapped over D inner steps; its final line's outer_hidden_frac: the share of the
 # exchange's time the cores went on computing, against 0 when it blocks).
@@ -55,10 +55,13 @@ for rate in $RATES; do
       ddp-hierarchical) extra=(--algo hierarchical) ;;
       ddp-bf16) extra=(--algo hierarchical --grad-compress bf16) ;;
       ddp-powersgd) extra=(--algo hierarchical --grad-compress powersgd --powersgd-rank 4) ;;
-      diloco-H*)  # diloco-H<H>-<lr>-<momentum>[-overlap<D>]
+      diloco-H*)  # diloco-H<H>-<lr>-<momentum>[-<bf16|fp16>|-overlap<D>]
         IFS=- read -r _ h lr mu ov <<< "$v"
         extra=(--strategy diloco --inner-steps "${h#H}" --outer-lr "$lr" --outer-momentum "$mu")
-        [[ -n $ov ]] && extra+=(--outer-overlap-steps "${ov#overlap}") ;;
+        case $ov in
+          overlap*) extra+=(--outer-overlap-steps "${ov#overlap}") ;;
+          ?*) extra+=(--outer-dtype "$ov") ;;
+        esac ;;
     esac
     port=$((port + 1))
     tx0=()
