@@ -428,13 +428,17 @@ int main(int argc, char** argv) try {
   double step_flops = 0;
   int64_t calls = 0;
   for (const auto& e : shapes) step_flops += e.shape.flops() * double(e.count), calls += e.count;
-  const std::string what = o.shapes == "grid"                         ? "no model: a grid of"
-                           : o.shapes == "hand" || o.model == "gpt2" ? "GPT-2 124M"
-                                                                     : "'" + o.model + "' (train's default)";
-  std::printf("# shapes: %s training step, batch %d x %d tokens, %s: %zu distinct, %lld calls, %.2f GFLOP\n",
-              what.c_str(), o.batch, o.seq, o.shapes == "hand" ? "by hand" : "recorded", shapes.size(), (long long)calls,
-              step_flops / 1e9);
-  if (o.shapes != "hand") std::printf("# (model built and step recorded in %.1f s)\n", record_s);
+  if (o.shapes == "grid") {
+    std::printf("# shapes: a grid of NN, NT and TN products, m, n, k in 16..2048: %zu, %.2f GFLOP in all\n",
+                shapes.size(), step_flops / 1e9);
+  } else {
+    const std::string what =
+        o.shapes == "hand" || o.model == "gpt2" ? "GPT-2 124M" : "'" + o.model + "' (train's default)";
+    std::printf("# shapes: %s training step, batch %d x %d tokens, %s: %zu distinct, %lld calls, %.2f GFLOP\n",
+                what.c_str(), o.batch, o.seq, o.shapes == "hand" ? "by hand" : "recorded", shapes.size(),
+                (long long)calls, step_flops / 1e9);
+  }
+  if (o.shapes == "record") std::printf("# (model built and step recorded in %.1f s)\n", record_s);
 
   // The peak: measured before and after the engines, the higher kept (a neighbour's
   // job on a shared machine can hold a core for a whole measurement).

@@ -44,7 +44,8 @@ double measure_onednn_speedup() {
 namespace {
 
 GemmChoice choose_auto() {
-  if (!gemm_engine_available(GemmEngine::onednn)) return {GemmEngine::openblas, false, "auto: no oneDNN in this build"};
+  if (!gemm_engine_available(GemmEngine::onednn))
+    return {GemmEngine::openblas, false, "auto: no oneDNN in this build"};
   const std::string core = openblas_core_name();
   const SimdLevel ob = openblas_core_level(core), od = onednn_isa_level(onednn_cpu_isa());
   const std::string cpu = simd_level_name(cpu_features().fp32_level());
@@ -54,8 +55,9 @@ GemmChoice choose_auto() {
       return {GemmEngine::openblas, true,
               "auto: " + obs + " and " + ods + " are both " + simd_level_name(ob) +
                   ": openblas, at 1 thread onednn on products of m*n*k >= 2^20 (cpu: " + cpu + ")"};
-    return {*by_level, false, "auto: " + obs + " is " + simd_level_name(ob) + ", " + ods + " is " + simd_level_name(od) +
-                           " (cpu: " + cpu + ")"};
+    return {*by_level, false,
+            "auto: " + obs + " is " + simd_level_name(ob) + ", " + ods + " is " + simd_level_name(od) + " (cpu: " +
+                cpu + ")"};
   }
   const double speedup = measure_onednn_speedup();
   char buf[200];
