@@ -118,7 +118,7 @@ set(DPT_QUICK_TESTS
   zero.sharded_build.tcp.np2
   zero.sharded_build.tcp.np3
   zero.snapshot_restore.tcp.np4
-  tools.threads_per_rank layout.include_rules_selftest bench.cluster_selftest)
+  tools.threads_per_rank layout.include_rules_selftest bench.cluster_selftest train.stop_signals_storm)
 
 # Called at the end of every tests/ folder's CMakeLists.txt (a test's properties can only
 # be set in the folder that added it).
