@@ -263,8 +263,10 @@ TEST_CASE("driver: waiting threads complete their own operations over sockets, t
     const uint64_t driven = after.completed_by_waiters - before.completed_by_waiters;
     const char* drive_env = std::getenv("COMM_TCP_DRIVE");
     const bool drive_on = after.shm_peers == 0 && !(drive_env && std::string(drive_env) == "0");
-    // 2 ops per round; a few may be finished by the engine thread between waits.
-    if (drive_on && driven < uint64_t(rounds))
+    // 2 ops per round. The engine thread finishes some between waits, more when another
+    // job holds the other core (181 of 400 seen beside another test under ctest -j2): at
+    // least a quarter, where waiters that never drive (the bug this catches) finish ~0.
+    if (drive_on && driven < uint64_t(rounds) / 2)
       throw std::runtime_error("only " + std::to_string(driven) + " of " + std::to_string(2 * rounds) +
                                " ops completed by their waiters over sockets");
     if (!drive_on && driven != 0)
