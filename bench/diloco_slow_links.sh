@@ -8,7 +8,9 @@
 # PowerSGD; DiLoCo runs each H:OUTER_LR:OUTER_MOMENTUM[:OUTER_DTYPE] of DILOCO with the host as the
 # inner group and the exchange blocking, and OVERLAP (the same, with the exchange
 # overlapped over D inner steps; its final line's outer_hidden_frac: the share of the
-# exchange's time the cores went on computing, against 0 when it blocks).
+# exchange's time the cores went on computing, against 0 when it blocks) and the world's
+# agreements before a step (the final line's agreements=: every step under DDP, at round
+# ends and about every --agree-every-s under DiLoCo).
 #   bench/diloco_slow_links.sh BUILD_BIN [OUT.md]
 #   env: HOSTS=4 LOCAL=2 RATES="100mbit 20mbit" STEPS=400 DILOCO="10:0.7:0.5 50:0.7:0.5 200:0.7:0.5 50:0.7:0.9"
 #        OVERLAP="50:0.7:0.5:5" DDP="flat hierarchical bf16 powersgd" MODEL_ARGS=... BATCH=8 (see below)
@@ -41,8 +43,8 @@ for rate in $RATES; do
     echo
     echo "### links at $rate"
     echo
-    echo "| variant | held-out loss | vs DDP | train time s | job wall s | MiB sent per host (mean, max) | outer hidden |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| variant | held-out loss | vs DDP | train time s | job wall s | MiB sent per host (mean, max) | outer hidden | agreements |"
+    echo "|---|---|---|---|---|---|---|---|"
   } | tee -a "$out"
   ref_loss=""
   variants=()
@@ -78,10 +80,10 @@ for rate in $RATES; do
     loss=$(get val_loss)
     [[ -z $ref_loss && $v == ddp-* ]] && ref_loss=$loss
     hidden=$(get outer_hidden_frac)
-    awk -v v="$v" -v l="$loss" -v r="$ref_loss" -v t="$(get time_s)" -v w="$wall" -v hid="${hidden:--}" -v s="${sent[*]}" 'BEGIN {
+    awk -v v="$v" -v l="$loss" -v r="$ref_loss" -v t="$(get time_s)" -v w="$wall" -v hid="${hidden:--}" -v ag="$(get agreements)" -v s="${sent[*]}" 'BEGIN {
       n = split(s, b, " "); sum = 0; mx = 0
       for (i = 1; i <= n; i++) { sum += b[i]; if (b[i] > mx) mx = b[i] }
-      printf "| %s | %.4f | %+.2f%% | %.1f | %.1f | %.2f, %.2f | %s |\n", v, l, 100 * (l / r - 1), t, w, sum / n / 1048576, mx / 1048576, hid }' |
+      printf "| %s | %.4f | %+.2f%% | %.1f | %.1f | %.3f, %.3f | %s | %s |\n", v, l, 100 * (l / r - 1), t, w, sum / n / 1048576, mx / 1048576, hid, ag }' |
       tee -a "$out"
   done
 done

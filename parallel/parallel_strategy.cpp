@@ -10,6 +10,13 @@
 namespace dpt {
 
 namespace {
+uint64_t fnv1a(std::span<const float> values) {
+  const auto* p = reinterpret_cast<const unsigned char*>(values.data());
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < values.size_bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 // Ranks (by number) whose value differs from rank `root`'s; one allgather.
 std::string ranks_differing(Communicator& comm, uint64_t mine, int root) {
   std::vector<uint64_t> all(size_t(comm.size()));
@@ -24,13 +31,17 @@ std::string ranks_differing(Communicator& comm, uint64_t mine, int root) {
 
 void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root) {
   comm.broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, root);
-  const auto* p = reinterpret_cast<const unsigned char*>(params.data());
-  uint64_t mine = 1469598103934665603ull;  // FNV-1a
-  for (size_t i = 0; i < params.size_bytes(); ++i) mine = (mine ^ p[i]) * 1099511628211ull;
-  const std::string bad = ranks_differing(comm, mine, root);
+  const std::string bad = ranks_differing(comm, fnv1a(params), root);
   if (!bad.empty())
     throw std::runtime_error(who + ": after broadcasting rank " + std::to_string(root) + "'s parameters, ranks [" + bad +
                              "] hold different bytes (checksum mismatch)");
+}
+
+bool broadcast_where_differs(Communicator& comm, std::span<float> params, const std::string& who, int root) {
+  // Every rank learns the same list from the allgather, so all take the same branch.
+  if (ranks_differing(comm, fnv1a(params), root).empty()) return false;
+  broadcast_verified(comm, params, who, root);
+  return true;
 }
 
 void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std::string& who) {

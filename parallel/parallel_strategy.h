@@ -153,6 +153,11 @@ class ParallelStrategy {
   // Whether a planned change (newcomers waiting) may happen after `step` (DiLoCo: only at
   // a round's end; the agreement is the same on every rank, so all defer alike).
   virtual bool accepts_members_now(int64_t step) const { return true; }
+  // Whether every rank must take part in the trainer's agreement before the step after
+  // `step` (train/agreement_cadence.h). DDP and ZeRO: always (their steps are collectives
+  // over all ranks anyway). DiLoCo: at round ends only; between them its inner groups
+  // touch nobody else, and the trainer agrees on its own cadence.
+  virtual bool world_must_agree_after(int64_t step) const { return true; }
 
   // This rank's model-state bytes, counted from the buffers (model_state_memory.h).
   virtual ModelStateBytes memory_bytes() const = 0;
@@ -174,6 +179,12 @@ class ParallelStrategy {
 // Rank `root`'s parameters to everyone, then an allgather of their FNV-1a checksums;
 // `who` names the strategy in the error.
 void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root = 0);
+// The same result, the model crossing the links only where it must: the checksums first
+// (one allgather of 8 bytes per rank); when every rank already holds rank `root`'s bytes
+// (the same seed, --init-from file or round end) nothing more moves, else
+// broadcast_verified. For DiLoCo across slow links, where the start's broadcast is a
+// model's worth per host, as much as a round's exchange. Returns whether it broadcast.
+bool broadcast_where_differs(Communicator& comm, std::span<float> params, const std::string& who, int root = 0);
 // Collective, for models built sharded (ParamStore::fingerprint): throws on every rank,
 // naming the ranks whose fingerprint differs from rank 0's.
 void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std::string& who);

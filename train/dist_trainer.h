@@ -18,8 +18,8 @@
 //                datasets keep the mean per sample (each micro-batch's mean, weighted
 //                by 1 / grad_accum), which is the same when every sample has as many
 //                targets.
-//   uneven input when some rank runs out of batches first, every rank learns it from a
-//                one-integer allreduce before the step and the epoch ends for all there
+//   uneven input when some rank runs out of batches first, every rank learns it from the
+//                ranks' agreement before the step and the epoch ends for all there
 //                (the leftover batches of the longer ranks are skipped and counted).
 #include <cstdint>
 #include <functional>
@@ -43,6 +43,7 @@
 #include "parallel/precision/loss_scaler.h"
 #include "parallel/strategy_config.h"
 #include "parallel/sync_batch_norm.h"
+#include "train/agreement_cadence.h"
 #include "train/trainer_common.h"
 
 namespace dpt {
@@ -84,6 +85,10 @@ struct DistTrainConfig {
   // Stop at the next step boundary when a rank got SIGTERM or SIGUSR1 (train/stop_signals.h):
   // agreed in the step's agreement, a checkpoint written there, TrainSummary::stopped set.
   bool stop_on_signal = false;
+  // Where the strategy lets steps go without the world's agreement (DiLoCo between round
+  // ends), the ranks still agree about this often (train/agreement_cadence.h): the
+  // longest a stop signal waits. <= 0: before every step.
+  double agreement_interval_s = 1.0;
   int64_t eval_every = 0;        // steps between evaluations (0: at each epoch end)
   int64_t log_every = 10;
   size_t max_eval_samples = 0;
@@ -196,6 +201,7 @@ struct TrainSummary {
   float loss_scale = 0;          // fp16: at the end (0: no scaler)
   int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients
   bool stopped = false;          // stopped on a signal (stop_on_signal), checkpoint at `steps` written
+  int64_t agreements = 0;        // the world's agreements before a step (every step under DDP and ZeRO)
   std::vector<BackendTraffic> traffic;  // retired communicators first, the one in use last
 };
 
@@ -340,6 +346,7 @@ class DistTrainer {
   // Elastic: this process holds training state (a joiner only once it took the group's:
   // until then a re-form must not offer its untrained parameters as the group's).
   bool holds_state_ = true;
+  AgreementCadence cadence_{config_.agreement_interval_s};  // when the world agrees before a step
 };
 
 }  // namespace dpt

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "comm/error.h"
@@ -140,6 +142,11 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
   loader.reset(uint64_t(epoch_));
   SampleLog sample_log(config_.sample_log, sampler);
   int64_t consumed = int64_t(position_ / (config_.batch_size * size_t(n)));  // this rank's batches of the epoch
+  // The pass's batches: the same count on every rank (the sampler deals each as many
+  // samples), so every rank knows alike where the data may end.
+  const int64_t pass_batches = int64_t(loader.num_batches());
+  int64_t pass_taken = 0;
+  cadence_.restart();
   for (;;) {
     if (last_step_reached()) return EpochEnd::last_step;
     if (step_ == switch_at_ && make_switch_) switch_communicator(cb);
@@ -148,7 +155,11 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
       const bool starved = r == config_.uneven_rank && consumed >= config_.uneven_batches;
       if (!starved)
         for (auto& b : micro) fetched += loader.next(b) ? 1 : 0;
-      const StepAgreement agreed = agree_on_step(fetched == config_.grad_accum);
+      const bool must_agree = strategy_->world_must_agree_after(step_) || config_.uneven_rank >= 0 ||
+                              pass_taken + config_.grad_accum > pass_batches;
+      pass_taken += fetched;
+      const StepAgreement agreed = cadence_.due(step_, must_agree) ? agree_on_step(fetched == config_.grad_accum)
+                                                                   : StepAgreement::step;
       if (agreed == StepAgreement::stop) {
         // Every rank saw it in the same agreement: the boundary after step_ is everyone's.
         if (last_saved_step_ != step_) save_checkpoint(step_, epoch_, consumed, &cb);
@@ -166,6 +177,10 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
         t.sum.skipped_batches += left;
         return EpochEnd::data_end;
       }
+      if (fetched != config_.grad_accum)  // a step without the agreement: the data cannot have ended
+        throw std::logic_error("rank " + std::to_string(r) + " found its data ended after step " + std::to_string(step_) +
+                               " where every rank had " + std::to_string(pass_batches - pass_taken + fetched) +
+                               " batches left");
       consumed += config_.grad_accum;
       run_step(micro, first_step, consumed, sample_log, t, cb);
     } catch (const CommError& e) {
@@ -186,10 +201,13 @@ DistTrainer::StepAgreement DistTrainer::agree_on_step(bool have_batches) {
   // elastic job whether newcomers wait to join (rank 0 asks the store), and whether any
   // rank was asked to stop by a signal (train/stop_signals.h).
   // Newcomers are admitted where the strategy can take them (DiLoCo: a round's end).
+  // The fourth: the steps until the next agreement (train/agreement_cadence.h), the
+  // minimum of every rank's proposal.
   const bool admit = comm_->rank() == 0 && strategy_->accepts_members_now(step_) && joiners_waiting();
-  int32_t agree[3] = {have_batches ? 1 : 0, -int32_t(admit),
-                      -int32_t(config_.stop_on_signal && stop_signal() != 0)};
-  comm_->allreduce(make_buffer(agree, 3), ReduceOp::min);
+  int32_t agree[4] = {have_batches ? 1 : 0, -int32_t(admit),
+                      -int32_t(config_.stop_on_signal && stop_signal() != 0), cadence_.propose(step_)};
+  comm_->allreduce(make_buffer(agree, 4), ReduceOp::min);
+  cadence_.agreed(step_, agree[3]);
   if (agree[2] < 0) return StepAgreement::stop;
   if (agree[1] < 0) return StepAgreement::newcomers_wait;
   return agree[0] ? StepAgreement::step : StepAgreement::out_of_data;
@@ -258,6 +276,7 @@ TrainSummary DistTrainer::summarize(Totals& t, std::chrono::steady_clock::time_p
   sum.backend = comm_->backend_name();
   sum.world_size = n;
   sum.steps = step_;
+  sum.agreements = cadence_.count();
   if (t.grads_seen > 0) {  // over all ranks' owned gradients
     double z[2] = {t.zero_grads, t.grads_seen};
     comm_->allreduce(Buffer{z, 2, DType::f64, {}}, ReduceOp::sum);

@@ -74,8 +74,10 @@ ElasticProgress DilocoStrategy::adopt_group_state(const GroupChange&) {
 
   // theta (= every worker's parameters at that round's end) and the outer state.
   const auto params = model_.flat_params();
-  if (comm_->rank() == root) std::copy(mine->params.begin(), mine->params.end(), params.begin());
-  broadcast_verified(*comm_, params, "DiLoCo", root);
+  // Every holder of that round end has theta already (all workers equal it there): the
+  // model crosses the links only to members that lack it (newcomers).
+  if (mine && mine->at.step == step) std::copy(mine->params.begin(), mine->params.end(), params.begin());
+  broadcast_where_differs(*comm_, params, "DiLoCo", root);
   exchange_->reset_theta(params);
   int64_t counts[2] = {mine && comm_->rank() == root ? mine->outer_steps : 0, mine && comm_->rank() == root ? mine->rounds : 0};
   comm_->broadcast(make_buffer(counts, 2), root);
@@ -84,8 +86,8 @@ ElasticProgress DilocoStrategy::adopt_group_state(const GroupChange&) {
   auto outer = exchange_->outer_state();
   if (!outer.empty()) {
     std::vector<float> momentum(params.size(), 0.0f);
-    if (comm_->rank() == root) momentum = mine->momentum;
-    comm_->broadcast(Buffer{momentum.data(), momentum.size(), DType::f32, {}}, root);
+    if (mine && mine->at.step == step && mine->momentum.size() == momentum.size()) momentum = mine->momentum;  // whole on every holder
+    broadcast_where_differs(*comm_, momentum, "DiLoCo (outer momentum)", root);
     const std::span<float> slice = outer.front().second;
     std::copy(momentum.begin() + std::ptrdiff_t(exchange_->lo()), momentum.begin() + std::ptrdiff_t(exchange_->hi()), slice.begin());
   }

@@ -68,7 +68,7 @@ void DilocoStrategy::broadcast_parameters() {
     resumed_worker_ = false;
     return;
   }
-  broadcast_verified(*comm_, model_.flat_params(), "DiLoCo");
+  broadcast_where_differs(*comm_, model_.flat_params(), "DiLoCo");
   exchange_->reset_theta(model_.flat_params());
 }
 

@@ -23,8 +23,9 @@
 //                 those D steps kept: params = theta_new + (params - params_at_round_end)
 //                 (the delayed outer step of eager/one-step-delayed DiLoCo). D = 0 waits.
 //
-// The trainer's per-step agreement and loss report still cross the groups: a few bytes a
-// step, against one model per round.
+// Between round ends the trainer's agreement crosses the groups about once a second
+// (train/agreement_cadence.h), and its loss report every --log-every steps: a few hundred
+// bytes each, against one model per round.
 #include <memory>
 #include <vector>
 
@@ -41,8 +42,9 @@ class DilocoStrategy : public ParallelStrategy {
 
   std::string name() const override;
   int zero_stage() const override { return 0; }
-  // From rank 0 to every rank; theta starts as those parameters. After a resume that
-  // restored each worker's own parameters (mid-round), those are kept instead.
+  // Rank 0's parameters on every rank (sent only where they differ: ranks built from the
+  // same seed or file hold them already); theta starts as those parameters. After a
+  // resume that restored each worker's own parameters (mid-round), those are kept instead.
   void broadcast_parameters() override;
   void set_communicator(Communicator& comm) override;
 
@@ -81,6 +83,7 @@ class DilocoStrategy : public ParallelStrategy {
   void elastic_snapshot(const ElasticProgress& at, int generation, int replicas) override;
   int64_t elastic_snapshot_period(int64_t) const override { return config_.inner_steps; }
   bool accepts_members_now(int64_t step) const override { return step % config_.inner_steps == 0; }
+  bool world_must_agree_after(int64_t step) const override { return step % config_.inner_steps == 0; }
   Communicator& gradient_group() const override { return *inner_comm_; }
 
   ModelStateBytes memory_bytes() const override;

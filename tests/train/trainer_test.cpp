@@ -1,13 +1,17 @@
 // The single-process training path: the GEMM accounting behind the GFLOP/s figures,
-// and a short real run of the ToyModel that must learn its synthetic regression.
+// a short real run of the ToyModel that must learn its synthetic regression, and when the
+// distributed trainer's ranks agree before a step (AgreementCadence).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <unistd.h>
 
 #include "data/make_dataset.h"
 #include "models/io/checkpoint.h"
 #include "models/zoo/models.h"
+#include "train/agreement_cadence.h"
 #include "train/local_trainer.h"
 
 using namespace dpt;
@@ -54,4 +58,30 @@ TEST_CASE("trainer: ToyModel learns synthetic regression, saves a loadable model
   CHECK(std::equal(fresh->flat_params().begin(), fresh->flat_params().end(),
                    trainer.model().flat_params().begin()));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("AgreementCadence: the world agrees where it must, at a pass's start, and on the interval") {
+  dpt::AgreementCadence c(1.0);
+  c.restart();
+  CHECK(c.due(0, false));   // a pass's first step
+  CHECK(c.propose(0) == 1);  // no pace yet
+  c.agreed(0, 1);
+  CHECK(c.due(1, false));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // 20 ms or more for one step: at most 50 steps fit in 1 s.
+  const int32_t k = c.propose(1);
+  CHECK(k >= 1);
+  CHECK(k <= 50);
+  c.agreed(1, 7);
+  for (int64_t s = 2; s < 8; ++s) {
+    CHECK_FALSE(c.due(s, false));
+    CHECK(c.due(s, true));  // a round's end or the data's
+  }
+  CHECK(c.due(8, false));
+  CHECK(c.count() == 2);
+  c.restart();
+  CHECK(c.due(9, false));
+  dpt::AgreementCadence every(0.0);
+  every.agreed(3, 1000);
+  CHECK(every.due(4, false));
 }

@@ -16,14 +16,15 @@ void add_diloco_options(po::options_description& d, Options& o) {
     ("outer-momentum", po::value(&dl.outer_momentum)->default_value(0.9f), "--strategy diloco: the outer Nesterov momentum (0: plain SGD on the pseudo-gradient)")
     ("outer-dtype", po::value(&o.outer_dtype)->default_value("fp32"), "--strategy diloco: fp32 | bf16 | fp16, the pseudo-gradient on the wire")
     ("diloco-group", po::value(&o.diloco_group)->default_value("host"), "--strategy diloco: the ranks of an inner group (synchronous DDP among them): host = the ranks of one host, N = consecutive blocks of N ranks (1: every rank its own worker)")
-    ("outer-overlap-steps", po::value(&dl.overlap_steps)->default_value(0), "--strategy diloco: D > 0 runs the outer exchange during the next D inner steps and applies it after them, keeping their progress; 0 waits for it at the round's end");
+    ("outer-overlap-steps", po::value(&dl.overlap_steps)->default_value(0), "--strategy diloco: D > 0 runs the outer exchange during the next D inner steps and applies it after them, keeping their progress; 0 waits for it at the round's end")
+    ("agree-every-s", po::value(&o.cfg.agreement_interval_s)->default_value(1.0), "--strategy diloco: between round ends all ranks agree (on a stop signal: SIGTERM/SIGUSR1 with --checkpoint-dir) about this often, in seconds, instead of before every step, which would cross the slow link every step; 0: before every step");
 }
 
 void check_diloco_options(Options& o, const po::variables_map& vm) {
   auto& dl = o.cfg.parallel.diloco;
   if (o.strategy != "diloco") {
     if (o.strategy != "ddp") throw std::invalid_argument("--strategy '" + o.strategy + "': valid are ddp, diloco");
-    for (const char* flag : {"inner-steps", "outer-lr", "outer-momentum", "outer-dtype", "diloco-group", "outer-overlap-steps"})
+    for (const char* flag : {"inner-steps", "outer-lr", "outer-momentum", "outer-dtype", "diloco-group", "outer-overlap-steps", "agree-every-s"})
       if (vm.count(flag) && !vm[flag].defaulted())
         throw std::invalid_argument(std::string("--") + flag + " applies to --strategy diloco only");
     return;
@@ -39,6 +40,7 @@ void check_diloco_options(Options& o, const po::variables_map& vm) {
     refuse("--outer-overlap-steps " + std::to_string(dl.overlap_steps) + ": must be in [0, --inner-steps " +
            std::to_string(o.inner_steps) + "]");
   if (o.elastic && dl.overlap_steps > 0) refuse("--elastic needs --outer-overlap-steps 0 (a round's end is the state a new group starts from)");
+  if (!(o.cfg.agreement_interval_s >= 0)) refuse("--agree-every-s must be >= 0 seconds (0: agree before every step)");
   if (!(dl.outer_lr > 0)) refuse("--outer-lr must be > 0");
   if (dl.outer_momentum < 0 || dl.outer_momentum >= 1) refuse("--outer-momentum must be in [0, 1)");
   if (o.outer_dtype == "fp32") dl.outer_dtype = dpt::DType::f32;

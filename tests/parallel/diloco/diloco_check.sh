@@ -14,6 +14,12 @@
 #   groups       the same job with --diloco-group host, 2 and 1 (4 ranks, 2 emulated
 #                hosts): host and 2 are the same grouping (bitwise), 1 is another; tcp and
 #                mpi give the same bits.
+#   stop         2 emulated hosts x 2, H = 1000 (no round ends in 200 steps), so the
+#                world agrees only on its cadence (--agree-every-s, train/agreement_cadence.h):
+#                far fewer agreements than steps (with 0: one per step), the same bits
+#                either way; SIGTERM to rank 3 in step 20 stops every rank at one step
+#                before the run's end (the cadence, not a round end, carried it), exit 75,
+#                and --auto-resume goes on from there to the uninterrupted run's bits.
 set -euo pipefail
 bin=$1 scenario=$2
 source "$(dirname "$0")/../../support/check_lib.sh"
@@ -69,5 +75,27 @@ case $scenario in
     cmp_runs host mpi --rtol 0 > "$work/c2.log" || { cat "$work/c2.log"; fail "tcp and mpi differ"; }
     ! rel_within host one 1e-4 || fail "4 workers of 1 rank trained like 2 workers of 2"
     echo "inner groups: host = 2 (bitwise), tcp = mpi (bitwise), 4 workers of 1 differ from 2 of 2: $(grep "^parameters:" "$work/cmp_host_one.log")" ;;
+  stop)
+    export COMM_FAKE_HOSTS=2
+    dl=(--backend tcp --model mlp --optimizer adamw --lr 1e-3 --lr-schedule constant --batch-size 32 --no-shuffle
+        --log-every 1 --max-eval-samples 128 --strategy diloco --inner-steps 1000 --steps 200)
+    run ref "$bin/launch" -n 4 "$bin/train" "${dl[@]}" --agree-every-s 0.05
+    run every "$bin/launch" -n 4 "$bin/train" "${dl[@]}" --agree-every-s 0
+    cmp_runs ref every --rtol 0 > "$work/c.log" || { cat "$work/c.log"; fail "the agreement's cadence changed the training"; }
+    few=$(final_field ref agreements) all=$(final_field every agreements)
+    ((all == 200)) || fail "--agree-every-s 0 agreed $all times in 200 steps, not before every step"
+    ((few >= 2 && few <= 100)) || fail "--agree-every-s 0.05 agreed $few times in 200 steps (a few steps apart expected)"
+    rc=0
+    "$bin/launch" -n 4 "$bin/train" "${dl[@]}" --agree-every-s 0.05 --checkpoint-dir "$work/st" --auto-resume \
+      --debug-signal "3:20:forward:TERM" > "$work/st.1.log" 2>&1 || rc=$?
+    [[ $rc -eq 75 ]] || { cat "$work/st.1.log"; fail "the signalled DiLoCo job exited $rc, not 75"; }
+    at=$(num "$(sed -En 's/.*stopped by a signal after step ([0-9]+): checkpoint in.*/\1/p' "$work/st.1.log" | head -1)" "the stop step")
+    ((at >= 20 && at < 200)) || fail "stopped after step $at: not between the signal (step 20) and the run's end"
+    [[ $(cat "$work/st/latest") == "step_$at" ]] || fail "latest is '$(cat "$work/st/latest")', not step_$at"
+    "$bin/launch" -n 4 "$bin/train" "${dl[@]}" --agree-every-s 0.05 --checkpoint-dir "$work/st" --auto-resume \
+      --debug-signal "3:20:forward:TERM" > "$work/st.2.log" 2>&1 || { cat "$work/st.2.log"; fail "the resumed run failed"; }
+    grep -q "auto-resume: continuing from step $at of" "$work/st.2.log" || { cat "$work/st.2.log"; fail "the resume did not start at step $at"; }
+    rel_within ref st 0 || { cat "$work/cmp_ref_st.log"; fail "stopped after step $at and resumed: not bitwise the uninterrupted run"; }
+    echo "agreements in 200 steps: $few at --agree-every-s 0.05, $all at 0 (same bits); SIGTERM in step 20 stopped all 4 ranks after step $at (mid-round, exit 75), resumed to the uninterrupted run's bits" ;;
   *) fail "unknown scenario $scenario" ;;
 esac
