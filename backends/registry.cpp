@@ -44,7 +44,7 @@ std::string valid_names() {
 const Registration& built(const Entry& e) {
   if (!e.registration)
     throw NotBuiltError("backend '" + std::string(e.name) + "' is not built (" + e.not_built_reason +
-                        "); built backends: " + join(available()));
+                        "); built backends: " + join(available()) + " (--backend tcp runs under any launcher)");
   return *e.registration;
 }
 

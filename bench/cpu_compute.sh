@@ -27,12 +27,12 @@ threads=${5:-2}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 out=$root/build/bench/cpu_compute
-py=/usr/bin/python3
+py=${DPT_PYTHON:-$root/.venv/bin/python}  # PyTorch 2.x (tools/install_deps.sh)
 mkdir -p "$out"
 for b in gpt2_step physical_limits; do
   [[ -x $bin/$b ]] || { echo "cpu_compute: build $b first (cmake --build build --target gpt2_step physical_limits)" >&2; exit 2; }
 done
-"$py" -c "import torch" 2>/dev/null || { echo "cpu_compute: $py has no torch (apt-get install python3-torch)" >&2; exit 2; }
+"$py" -c "import torch" 2>/dev/null || { echo "cpu_compute: $py has no torch (tools/install_deps.sh makes .venv with it)" >&2; exit 2; }
 
 echo "cpu_compute: GPT-2 124M, batch $batch x $seq, $threads threads, $rounds rounds of $steps timed steps;" \
   "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (family $(grep -m1 'cpu family' /proc/cpuinfo | awk '{print $NF}')" \

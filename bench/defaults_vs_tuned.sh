@@ -83,7 +83,7 @@ run_job() {  # JOB SETTING LOG: prints the cost, or nothing when the run failed
     resnet2) env "${envs[@]}" "${launch[@]}" -n 2 "$bin/train" --model resnet18 --resnet-stem cifar --batch-size 16 --steps 10 --max-eval-samples 64 ;;
     mlp4) env "${envs[@]}" "${launch[@]}" -n 4 "$bin/train" --steps 600 --max-eval-samples 256 ;;
     allreduce2) env "${envs[@]}" "${launch[@]}" -n 2 "$bin/comm_bench" --backend tcp -b 4K -e 64M -f 4 -n 10 -w 3 -c 0 --json "$log.json" ;;
-    torch2) env "${envs[@]}" "${launch[@]}" -n 2 /usr/bin/python3 bench/torch_mlp_ddp.py ;;
+    torch2) env "${envs[@]}" "${launch[@]}" -n 2 "${DPT_PYTHON:-.venv/bin/python}" bench/torch_mlp_ddp.py ;;
   esac > "$log" 2>&1 || return 0
   t1=$(date +%s.%N)
   case $job in

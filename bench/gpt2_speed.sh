@@ -29,7 +29,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/bin
 out=$root/build/bench/gpt2_speed
 mkdir -p "$out"
-py=/usr/bin/python3
+py=${DPT_PYTHON:-$root/.venv/bin/python}  # PyTorch 2.x (tools/install_deps.sh)
 for b in gpt2_step train launch; do
   [[ -x $bin/$b ]] || { echo "gpt2_speed: build $b first (cmake --build build --target gpt2_step train launch)" >&2; exit 2; }
 done

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "models/kernels/cpu/gemm_engine.h"
+
 #ifdef DPT_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #ifdef DPT_ONEDNN_OPENMP
@@ -49,6 +51,7 @@ using PostOps = Handle<dnnl_post_ops_t, dnnl_post_ops_destroy>;
 
 dnnl_engine_t engine() {
   static dnnl_engine_t e = [] {
+    cap_onednn_isa();  // DPT_MAX_CPU_ISA, as for the engines it is compared with
     dnnl_engine_t made = nullptr;
     check(dnnl_engine_create(&made, dnnl_cpu, 0), "engine");
     return made;

@@ -34,16 +34,17 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
+py=${DPT_PYTHON:-$here/../.venv/bin/python}  # PyTorch 2.x (tools/install_deps.sh)
 for bin in train_local conv_bench; do
   [[ -x $build/bin/$bin ]] || { echo "resnet_step.sh: $build/bin/$bin not built" >&2; exit 2; }
 done
-/usr/bin/python3 -c "import torch, torchvision" 2>/dev/null ||
-  { echo "resnet_step.sh: /usr/bin/python3 cannot import torch and torchvision (python3-torch, python3-torchvision)" >&2; exit 2; }
+"$py" -c "import torch, torchvision" 2>/dev/null ||
+  { echo "resnet_step.sh: $py cannot import torch and torchvision (tools/install_deps.sh makes .venv with them)" >&2; exit 2; }
 
 data=$(mktemp -d /tmp/resnet_step.XXXXXX)
 trap 'rm -rf "$data"' EXIT
 # Enough records for every step of a run without wrapping: 5 files, plus a small test file.
-/usr/bin/python3 - "$data" "$((batch * steps / 5 + batch))" <<'EOF'
+"$py" - "$data" "$((batch * steps / 5 + batch))" <<'EOF'
 import os, sys
 import numpy as np
 d, per_file = sys.argv[1], int(sys.argv[2])
@@ -70,7 +71,7 @@ throughput() { sed -n 's/.*training throughput *: *\([0-9.]*\) samples\/s.*/\1/p
 run_variant() {
   case "$1" in
     torch|torch-bf16)
-      OMP_NUM_THREADS=$threads /usr/bin/python3 "$here/resnet_step.py" --threads "$threads" --batch "$batch" \
+      OMP_NUM_THREADS=$threads "$py" "$here/resnet_step.py" --threads "$threads" --batch "$batch" \
         --steps "$steps" --stem "$stem" --data "$data" $([[ $1 == torch-bf16 ]] && echo --bf16) | throughput ;;
     *)
       DPT_CONV=${1%-bf16} OPENBLAS_NUM_THREADS=$threads "$build/bin/train_local" --model resnet18 \
@@ -83,7 +84,7 @@ run_variant() {
 OPENBLAS_NUM_THREADS=$threads "$build/bin/train_local" --model resnet18 --resnet-stem "$stem" --dataset cifar10 \
   --data-dir "$data" --batch-size "$batch" --steps 1 --max-eval-samples 32 --precision bf16 2>&1 |
   grep -E '^(conv:|--precision bf16:)' || true
-/usr/bin/python3 -c "import torch; print('pytorch', torch.__version__, 'oneDNN (mkldnn)', torch.backends.mkldnn.is_available())"
+"$py" -c "import torch; print('pytorch', torch.__version__, 'oneDNN (mkldnn)', torch.backends.mkldnn.is_available())"
 declare -A results
 for r in $(seq 1 "$rounds"); do
   line="round $r:"

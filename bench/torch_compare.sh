@@ -10,7 +10,7 @@ build=${1:-build}
 out=bench/results/torch
 mkdir -p "$out"
 export PYTHONPATH=$build/python OMP_NUM_THREADS=1
-py=/usr/bin/python3
+py=${DPT_PYTHON:-.venv/bin/python}  # PyTorch 2.x (tools/install_deps.sh)
 for n in 2 4; do
   echo "== all_reduce float32, $n ranks"
   "$build/bin/launch" -n "$n" $py bench/torch_allreduce.py --out "$out/allreduce_np$n.json" | sed 's/^\[rank 0\] //'

@@ -116,6 +116,7 @@ WorkPtr Communicator::isend(const Buffer& buf, int peer, int64_t tag) {
                   : do_isend(buf, peer, tag);
   w->set_default_timeout(wait_timeout());
   count(buf.bytes(), 0);
+  count_other_host(peer, buf.bytes(), 0);
   return w;
 }
 
@@ -132,6 +133,7 @@ WorkPtr Communicator::irecv(const Buffer& buf, int peer, int64_t tag) {
                   : do_irecv(buf, peer, tag);
   w->set_default_timeout(wait_timeout());
   count(0, buf.bytes());
+  count_other_host(peer, 0, buf.bytes());
   return w;
 }
 
@@ -147,7 +149,8 @@ void Communicator::count(uint64_t sent, uint64_t received) {
 
 Traffic Communicator::traffic() const {
   return Traffic{ops_.load(std::memory_order_relaxed), bytes_sent_.load(std::memory_order_relaxed),
-                 bytes_received_.load(std::memory_order_relaxed)};
+                 bytes_received_.load(std::memory_order_relaxed), other_hosts_sent_.load(std::memory_order_relaxed),
+                 other_hosts_received_.load(std::memory_order_relaxed)};
 }
 
 void Communicator::retire(const std::string& why) {
@@ -323,6 +326,11 @@ void Communicator::execute_on_host(const CollArgs& a, Algo algo) {
                        "backend '" + backend_name() + "' has no native " + coll_name(a.kind) + " for " + dtype_name(a.recv.dtype) +
                            "/" + reduce_op_name(a.op) + "; use --algo auto|ring|tree");
     run_native(a);
+    if (topology_.hosts() > 1) {  // no messages of ours to count: its whole payload (Traffic::other_hosts_*)
+      const auto payload = collective_payload(a, rank_);
+      other_hosts_sent_.fetch_add(payload.first, std::memory_order_relaxed);
+      other_hosts_received_.fetch_add(payload.second, std::memory_order_relaxed);
+    }
   } else {
     CollArgs b = a;
     if (b.op == ReduceOp::avg) b.op = ReduceOp::sum;  // divide once at the end

@@ -197,8 +197,14 @@ class Communicator {
   bool takes_device_collective(CollKind kind, DType dtype, size_t count, ReduceOp op) const;
 
   // ---- for algorithms: raw point-to-point in the collectives' tag space ----
-  WorkPtr isend_internal(const Buffer& buf, int peer, int64_t tag) { return do_isend(buf, peer, tag); }
-  WorkPtr irecv_internal(const Buffer& buf, int peer, int64_t tag) { return do_irecv(buf, peer, tag); }
+  WorkPtr isend_internal(const Buffer& buf, int peer, int64_t tag) {
+    count_other_host(peer, buf.bytes(), 0);
+    return do_isend(buf, peer, tag);
+  }
+  WorkPtr irecv_internal(const Buffer& buf, int peer, int64_t tag) {
+    count_other_host(peer, 0, buf.bytes());
+    return do_irecv(buf, peer, tag);
+  }
   // Bracket one of our algorithms on the thread running it, so that a backend whose
   // waiters can move the bytes themselves (tcp) keeps its own thread out of the way.
   virtual void algorithm_begins() {}
@@ -249,6 +255,13 @@ class Communicator {
   void check_device(const Buffer& b, const char* op) const;
   void check_in_service(const char* op, int peer = -1) const;
   void count(uint64_t sent, uint64_t received);
+  // A message to or from `peer`, when it is on another host (Traffic::other_hosts_*).
+  void count_other_host(int peer, uint64_t sent, uint64_t received) {
+    if (topology_.hosts() > 1 && topology_.host_of(peer) != topology_.my_host()) {
+      other_hosts_sent_.fetch_add(sent, std::memory_order_relaxed);
+      other_hosts_received_.fetch_add(received, std::memory_order_relaxed);
+    }
+  }
   Communicator& topology_group(int which);
 
   int rank_;
@@ -261,6 +274,7 @@ class Communicator {
   std::atomic<bool> retired_{false};
   std::string retire_reason_;      // written once, before retired_ is set
   std::atomic<uint64_t> ops_{0}, bytes_sent_{0}, bytes_received_{0};
+  std::atomic<uint64_t> other_hosts_sent_{0}, other_hosts_received_{0};
   std::exception_ptr broken_;      // first error: later collectives fail fast with it
   std::unique_ptr<device::DeviceStaging> staging_;  // used by whoever runs a collective; made on first use
   Topology topology_;

@@ -69,6 +69,10 @@ const std::vector<Knob>& declared_knobs() {
        "read by models/nn/layers/attention.cpp)"},
       {kEmulateDevice, "0",
        "tests only: 1 = cuda:0 is emulated with host memory, so the device-buffer paths run on a machine without a GPU"},
+      {kMaxCpuIsa, "",
+       "tests and benchmarks: sse, avx, avx2, avx512, avx512_bf16 or amx = the CPU kernels (ours and oneDNN's) use "
+       "instruction sets up to that level only, so the paths of a lesser CPU run here; unset: the CPU's own "
+       "(device/cpu_isa.h, docs/usage.md \"Compute kernels\")"},
       {kElasticSettleS, "10",
        "elastic training: seconds a survivor waits for members that neither arrived nor were seen dead (a hung or "
        "unreachable rank) before the next generation forms without them"},

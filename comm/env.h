@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "device/cpu_isa.h"  // kMaxCpuIsaVar
 #include "device/runtime.h"  // kEmulateDeviceVar
 
 namespace dpt::env {
@@ -58,6 +59,7 @@ inline constexpr const char* kDebugCollectives = "COMM_DEBUG_COLLECTIVES";
 inline constexpr const char* kWaitersRun = "COMM_WAITERS_RUN";
 inline constexpr const char* kStagingSegmentBytes = "COMM_STAGING_SEGMENT_BYTES";
 inline constexpr const char* kEmulateDevice = device::kEmulateDeviceVar;  // read by device/runtime.cpp
+inline constexpr const char* kMaxCpuIsa = kMaxCpuIsaVar;                   // read by device/cpu_isa.h
 inline constexpr const char* kElasticId = "DPT_ELASTIC_ID";
 inline constexpr const char* kElasticMin = "DPT_ELASTIC_MIN";
 inline constexpr const char* kElasticMax = "DPT_ELASTIC_MAX";

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "comm/half.h"
+#include "device/cpu_isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -97,13 +98,15 @@ __attribute__((target("avx2"))) void reduce_bf16_avx2(uint16_t* out, const uint1
   if (i < n) reduce_16<bf16_to_float, float_to_bf16>(out + i, a + i, b + i, n - i, op);
 }
 
+// At most DPT_MAX_CPU_ISA's level (F16C counts as avx2's, device/cpu_isa.h).
 bool have_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
+  static const bool yes = __builtin_cpu_supports("avx2") && max_cpu_isa() >= CpuIsa::avx2;
   return yes;
 }
 
 bool have_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool yes =
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx") && max_cpu_isa() >= CpuIsa::avx2;
   return yes;
 }
 #endif

@@ -54,9 +54,10 @@ void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std:
 void ParallelStrategy::broadcast_buffers() {
   // One rank has nothing to take; asking for the host view would also bring a CUDA
   // model's buffers down (and up again) every step for nothing.
-  if (comm_->size() == 1) return;
+  Communicator& group = gradient_group();
+  if (group.size() == 1) return;
   auto b = model_.flat_buffers();
-  if (!b.empty()) comm_->broadcast(Buffer{b.data(), b.size(), DType::f32, {}}, 0);
+  if (!b.empty()) group.broadcast(Buffer{b.data(), b.size(), DType::f32, {}}, 0);
 }
 
 bool ParallelStrategy::unscale_owned_grads(float inv_scale) {

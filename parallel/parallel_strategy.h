@@ -80,10 +80,12 @@ class ParallelStrategy {
   // Collective: every rank takes rank 0's parameters, verified by a checksum
   // allgather (std::runtime_error naming the ranks that differ).
   virtual void broadcast_parameters() = 0;
-  // Collective: every rank takes rank 0's buffers (BatchNorm running statistics; PyTorch
-  // DDP's broadcast_buffers). Every stage keeps buffers whole on every rank, so this is
-  // one broadcast of Module::flat_buffers() for all of them; nothing when there are none
-  // or the world is one rank.
+  // Collective over gradient_group(): every rank takes the buffers of that group's rank 0
+  // (BatchNorm running statistics; PyTorch DDP's broadcast_buffers). DDP and ZeRO: the
+  // world's rank 0. DiLoCo: the inner group's first rank, so that between round ends the
+  // buffers, like the gradients, stay inside the group (its round end makes them equal
+  // across the groups). Every stage keeps buffers whole on every rank, so this is one
+  // broadcast of Module::flat_buffers(); nothing when there are none or the group is one rank.
   void broadcast_buffers();
   // The backend switch: only between steps; the new communicator has the same ranks.
   virtual void set_communicator(Communicator& comm) = 0;
@@ -115,7 +117,9 @@ class ParallelStrategy {
   // After a checkpoint was loaded: the trainer's step count (DiLoCo places its rounds by it).
   virtual void starts_at_step(int64_t step) {}
   // The ranks whose gradients end_backward averages: everyone, or DiLoCo's inner group
-  // (a token-mean loss counts the targets over these).
+  // (a token-mean loss counts the targets over these; broadcast_buffers and SyncBatchNorm's
+  // statistics run over these too). A strategy may replace it in set_communicator and in
+  // elastic re-forming: take it again after either.
   virtual Communicator& gradient_group() const { return *comm_; }
 
   // Collective: the full parameters on every rank (for a checkpoint), then back.

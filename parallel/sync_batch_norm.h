@@ -12,8 +12,10 @@
 //                   backward.
 // Only training forwards and backwards call it, once per BatchNorm each, in the same
 // order on every rank; evaluation uses the running statistics and never communicates.
-// The communicator is held by pointer, as the strategies hold it: set_communicator is
-// the backend switch between steps.
+// The communicator is held by pointer, as the strategies hold it: the trainer points it
+// at the strategy's gradient group (ParallelStrategy::gradient_group: the world, or
+// DiLoCo's inner group, so that between round ends no statistic crosses the groups) when
+// the strategy is made, after a backend switch and after an elastic re-forming.
 #include <span>
 #include <vector>
 

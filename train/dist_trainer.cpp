@@ -144,7 +144,7 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
           std::fprintf(stderr, "--precision bf16: %s\n", note.c_str());
     }
   }
-  if (config_.sync_bn) {
+  if (config_.sync_bn) {  // over the strategy's gradient group, once the strategy is made
     sync_bn_ = std::make_unique<CommBatchStatsReducer>(*comm_);
     model_->set_batch_stats_reducer(sync_bn_.get());
   }
@@ -161,6 +161,9 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   strategy_ = make_strategy(config_.parallel, *model_, *comm_, [this](size_t numel) {
     return make_optimizer(config_.optimizer, config_.optimizer_config, numel);
   });
+  // SyncBatchNorm's batch statistics are those of the ranks whose gradients are averaged:
+  // the world, or DiLoCo's inner group (between round ends nothing crosses the groups).
+  if (sync_bn_) sync_bn_->set_communicator(strategy_->gradient_group());
   if (config_.elastic_join) return;  // the members' state arrives in run() (sync_state)
   if (config_.resume && !load_latest_checkpoint())
     throw std::runtime_error("--resume: no checkpoint found in '" + config_.checkpoint_dir + "'");
@@ -176,7 +179,8 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
   }
   // Every rank starts from rank 0's parameters, verified by checksum (after a resume
   // too: a rank that read a different file is caught here), and its buffers (PyTorch DDP
-  // syncs the module states at construction whatever broadcast_buffers says).
+  // syncs the module states at construction whatever broadcast_buffers says; over the
+  // gradient group: DiLoCo resumed mid-round keeps each group's own).
   strategy_->broadcast_parameters();
   strategy_->broadcast_buffers();
 }
@@ -202,7 +206,7 @@ void DistTrainer::set_communicator(Communicator& comm) {
                                 std::to_string(comm.size()) + ", the old one " + std::to_string(comm_->rank()) + " of " +
                                 std::to_string(comm_->size()));
   strategy_->set_communicator(comm);
-  if (sync_bn_) sync_bn_->set_communicator(comm);
+  if (sync_bn_) sync_bn_->set_communicator(strategy_->gradient_group());  // made anew over `comm` (DiLoCo)
   comm_ = &comm;
 }
 
@@ -236,7 +240,8 @@ EvalResult DistTrainer::evaluate() {
   const size_t lo = total * r / n, hi = total * (r + 1) / n;
   // PyTorch's DDP forward broadcasts the buffers in evaluation too when the last
   // training forward synchronised; a no-grad forward then clears the flag. So every
-  // rank's slice is evaluated with rank 0's running statistics.
+  // rank's slice is evaluated with rank 0's running statistics (DiLoCo: its inner group's
+  // first rank's, which at the end of the run, after the outer step, are every rank's).
   if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
   buffers_due_ = false;
   const size_t eval_batch = config_.eval_batch_size ? config_.eval_batch_size

@@ -110,8 +110,10 @@ struct DistTrainConfig {
   ImageOptions image;            // image datasets: padding (both splits), augmentation (training split)
   // BatchNorm under data parallelism (docs/resnet.md):
   bool broadcast_buffers = true; // rank 0's buffers to every rank before each step's first training
-                                 //   forward (PyTorch DDP's broadcast_buffers=True)
-  bool sync_bn = false;          // every BatchNorm is a SyncBatchNorm over the trainer's communicator
+                                 //   forward (PyTorch DDP's broadcast_buffers=True; DiLoCo: the
+                                 //   inner group's first rank's, within the group)
+  bool sync_bn = false;          // every BatchNorm is a SyncBatchNorm over the strategy's gradient
+                                 //   group (DiLoCo: the inner group)
   // parallel.precision f16: the model computes in (emulated) fp16 and a dynamic loss
   // scaler (loss_scaler.h) scales the loss and skips steps with inf/NaN gradients.
   LossScalerConfig loss_scaler;
@@ -165,6 +167,9 @@ struct StepLog {
   size_t sample_begin = 0, sample_end = 0;  // the step's positions in the epoch's order (all ranks)
   float loss_scale = 0;          // fp16: the loss scale after this step (0: no scaler)
   int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients so far
+  uint64_t other_hosts_bytes = 0;  // this rank's bytes to and from other hosts so far, on the
+                                   //   communicator in use (Traffic::other_hosts_bytes, this
+                                   //   step's loss report included)
 };
 
 // Host<->device bytes of a step on CUDA: the model mirror's parameter uploads and

@@ -123,7 +123,7 @@ void DistTrainer::reform(const std::string& why, bool planned, const TrainCallba
       });
       strategy_->carry_in(carried);
       comm_ = next.get();
-      if (sync_bn_) sync_bn_->set_communicator(*comm_);
+      if (sync_bn_) sync_bn_->set_communicator(strategy_->gradient_group());
       owned_comm_ = std::move(next);  // the failed one (if it was ours) goes
       elastic_->membership = m;
       const StateSync sync = sync_state(holds_state_, cb);

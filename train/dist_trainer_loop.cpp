@@ -241,7 +241,8 @@ void DistTrainer::log_step(const StepLoss& step_loss, float lr, size_t begin, in
   comm_->allreduce(Buffer{ls, 2, DType::f64, {}}, ReduceOp::sum);
   StepLog l{step_,    epoch_,   ls[0] / ls[1], lr, double(t.samples_done) * n / std::max(t.train_time, 1e-9),
             cs.comm_s, cs.exposed_s, cs.bytes, n,  begin,         position_,
-            scaler_ ? scaler_->scale() : 0.0f, scaler_ ? scaler_->state().skipped_steps : 0};
+            scaler_ ? scaler_->scale() : 0.0f, scaler_ ? scaler_->state().skipped_steps : 0,
+            comm_->traffic().other_hosts_bytes()};
   t.sum.last_loss = l.loss;
   if (cb.on_log) cb.on_log(l);
 }

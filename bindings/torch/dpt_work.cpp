@@ -6,6 +6,9 @@ namespace dpt::torch_plugin {
 
 using Clock = std::chrono::steady_clock;
 
+// Set on the watcher's thread: Futures finalized there are completed by its Completer.
+static thread_local Completer* watcher_completer = nullptr;
+
 bool OpState::finished() const {
   std::lock_guard<std::mutex> lk(mu_);
   return finished_;
@@ -78,7 +81,11 @@ void OpState::finalize(std::exception_ptr e) {
     error_ = e;
     fut = future_;
   }
-  if (fut) complete(fut);
+  if (!fut) return;
+  if (watcher_completer)
+    watcher_completer->post([this, self = shared_from_this(), fut] { complete(fut); });
+  else
+    complete(fut);
 }
 
 void OpState::complete(const c10::intrusive_ptr<c10::ivalue::Future>& fut) {
@@ -107,6 +114,53 @@ c10::intrusive_ptr<c10::ivalue::Future> OpState::future() {
   // Finished before anyone asked: finalize() saw no Future, so complete this one here.
   if (done) complete(fut);
   return fut;
+}
+
+// ---- completer ----
+
+Completer::~Completer() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void Completer::post(std::function<void()> task) {
+  std::lock_guard<std::mutex> lk(mu_);
+  tasks_.push_back(std::move(task));
+  // Each task gets a thread of its own to run on: an idle one, woken and no longer
+  // counted idle, or a new one. A thread blocked in a callback is never counted on.
+  if (idle_ == 0) {
+    threads_.emplace_back([this] { run(); });
+  } else {
+    --idle_;
+    ++wakeups_;
+    cv_.notify_one();
+  }
+}
+
+void Completer::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    if (!tasks_.empty()) {
+      auto task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lk.unlock();
+      task();
+      task = nullptr;  // releases the op unlocked: freeing its tensors may take the GIL
+      lk.lock();
+      continue;
+    }
+    if (stopping_) return;
+    ++idle_;
+    cv_.wait(lk, [this] { return wakeups_ > 0 || stopping_; });
+    if (wakeups_ > 0)
+      --wakeups_;  // post() took it off the idle count
+    else
+      --idle_;  // stopping
+  }
 }
 
 // ---- watcher ----
@@ -138,6 +192,7 @@ void Watcher::loop() {
   // A slice short enough to keep polling point-to-point ops while a collective runs.
   constexpr Millis kPollSlice{1};
   constexpr Millis kIdleSlice{100};
+  watcher_completer = &completer_;
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     if (collectives_.empty() && p2p_.empty()) {
@@ -148,20 +203,24 @@ void Watcher::loop() {
     OpStatePtr front = collectives_.empty() ? nullptr : collectives_.front();
     std::vector<OpStatePtr> p2p = p2p_;
     lk.unlock();
-    if (front) {
-      if (front->wait_for(p2p.empty() ? kIdleSlice : kPollSlice)) {
-        lk.lock();
-        collectives_.pop_front();
-        lk.unlock();
-      }
-    } else {
+    bool front_done = false;
+    if (front)
+      front_done = front->wait_for(p2p.empty() ? kIdleSlice : kPollSlice);
+    else
       std::this_thread::sleep_for(kPollSlice);
-    }
     std::vector<OpStatePtr> done;
     for (const auto& op : p2p)
       if (op->poll()) done.push_back(op);
     lk.lock();
+    if (front_done) collectives_.pop_front();  // `front` still holds it
     for (const auto& op : done) p2p_.erase(std::find(p2p_.begin(), p2p_.end(), op));
+    lk.unlock();
+    // The last references go here, unlocked: freeing an op's tensors may take the GIL, and
+    // the thread holding the GIL may be waiting for mu_ in watch().
+    front.reset();
+    p2p.clear();
+    done.clear();
+    lk.lock();
   }
 }
 

@@ -19,6 +19,11 @@
 //                in issue order (one worker per communicator runs them), so the watcher
 //                waits on them first-in first-out and sleeps while they run; point-to-point
 //                ops finish in any order and are polled every millisecond while pending.
+//   completer  - the threads that complete the Futures of the ops the watcher finalizes,
+//                running their callbacks. Not the watcher itself: a callback may wait on
+//                another op's Future (PowerSGD's hook does, inside its then()), which only
+//                the watcher finalizes. One thread per callback running at once, made on
+//                demand and kept while busy, as Gloo's worker threads serve its callbacks.
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -34,7 +39,7 @@
 
 namespace dpt::torch_plugin {
 
-struct OpState {
+struct OpState : std::enable_shared_from_this<OpState> {
   std::string name;                   // "allreduce", "send", ... for messages
   bool p2p = false;                   // finishes out of issue order
   std::vector<WorkPtr> pieces;
@@ -66,6 +71,22 @@ struct OpState {
 };
 using OpStatePtr = std::shared_ptr<OpState>;
 
+class Completer {
+ public:
+  ~Completer();  // runs what is queued, then joins
+  void post(std::function<void()> task);
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> threads_;
+  int idle_ = 0;     // threads waiting for a task and not yet claimed by post()
+  int wakeups_ = 0;  // claimed by post(), not yet taken by a woken thread
+  bool stopping_ = false;
+};
+
 class Watcher {
  public:
   Watcher();
@@ -79,6 +100,7 @@ class Watcher {
   std::deque<OpStatePtr> collectives_;
   std::vector<OpStatePtr> p2p_;
   bool stopping_ = false;
+  Completer completer_;  // destroyed after the thread below is joined
   std::thread thread_;
 };
 

@@ -39,8 +39,8 @@ c10::intrusive_ptr<ProcessGroupDpt> create_group(const c10::intrusive_ptr<c10d::
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "dpt as a torch.distributed backend (see docs/torch.md)";
-  py::module::import("torch.distributed");  // registers c10d.ProcessGroup, our base class
-  py::class_<ProcessGroupDpt, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupDpt>>(m, "ProcessGroupDpt")
+  py::module::import("torch.distributed");  // registers c10d.Backend, our base class
+  py::class_<ProcessGroupDpt, c10d::Backend, c10::intrusive_ptr<ProcessGroupDpt>>(m, "ProcessGroupDpt")
       .def_property_readonly("transport", &ProcessGroupDpt::transport,
                              "the dpt transport under this group: tcp or mpi (DPT_BACKEND)");
   m.def("create_group", &create_group, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),

@@ -1,7 +1,5 @@
 #include "bindings/torch/process_group_dpt.h"
 
-#include <random>
-
 #include "bindings/torch/tensor_buffers.h"
 
 namespace dpt::torch_plugin {
@@ -10,7 +8,7 @@ using c10d::OpType;
 using WorkRef = c10::intrusive_ptr<c10d::Work>;
 
 ProcessGroupDpt::ProcessGroupDpt(std::unique_ptr<Communicator> comm, c10::intrusive_ptr<c10d::Store> store)
-    : c10d::ProcessGroup(comm->rank(), comm->size()),
+    : c10d::Backend(comm->rank(), comm->size()),
       comm_(std::move(comm)),
       store_(std::move(store)),
       watcher_(std::make_shared<Watcher>()) {
@@ -27,7 +25,7 @@ OpStatePtr ProcessGroupDpt::new_op(const std::string& name, std::chrono::millise
   op->name = name;
   op->p2p = p2p;
   op->wait_timeout = timeout.count() > 0 ? Millis(timeout.count()) + Communicator::kWaitGrace : comm_->wait_timeout();
-  if (!p2p && sequenceNum_) sequenceNum_->increment();
+  if (!p2p) ++collectives_issued_;
   return op;
 }
 
@@ -142,14 +140,19 @@ WorkRef ProcessGroupDpt::allgather(std::vector<std::vector<at::Tensor>>& outputs
   return start(OpType::ALLGATHER, op);
 }
 
-WorkRef ProcessGroupDpt::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  const ErrorContext ctx = comm_->context("allgather");
+// An allgather into one tensor: `output` holds size() copies of `input`'s shape.
+static void check_gather_pair(const ErrorContext& ctx, const at::Tensor& output, const at::Tensor& input, int size) {
   check_tensor(ctx, input);
   check_tensor(ctx, output);
   if (output.scalar_type() != input.scalar_type()) refuse(ctx, "output and input dtypes differ");
-  if (output.numel() != input.numel() * size_)
-    refuse(ctx, "the output has " + std::to_string(output.numel()) + " elements, expected " + std::to_string(size_) +
+  if (output.numel() != input.numel() * size)
+    refuse(ctx, "the output has " + std::to_string(output.numel()) + " elements, expected " + std::to_string(size) +
                     " x " + std::to_string(input.numel()));
+}
+
+WorkRef ProcessGroupDpt::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  const ErrorContext ctx = comm_->context("allgather");
+  check_gather_pair(ctx, output, input, size_);
   auto op = new_op("allgather", opts.timeout);
   at::Tensor in = input_view(*op, input);
   at::Tensor out = output_view(*op, output, false);
@@ -182,6 +185,22 @@ WorkRef ProcessGroupDpt::allgather_coalesced(std::vector<std::vector<at::Tensor>
   }
   for (const auto& list : output_lists) op->outputs.insert(op->outputs.end(), list.begin(), list.end());
   return start(OpType::ALLGATHER_COALESCED, op);
+}
+
+WorkRef ProcessGroupDpt::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                         const c10d::AllgatherOptions& opts) {
+  const ErrorContext ctx = comm_->context("allgather_into_tensor_coalesced");
+  if (outputs.size() != inputs.size())
+    refuse(ctx, std::to_string(outputs.size()) + " outputs for " + std::to_string(inputs.size()) + " inputs");
+  auto op = new_op("allgather_into_tensor_coalesced", opts.timeout);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_gather_pair(ctx, outputs[i], inputs[i], size_);
+    at::Tensor in = input_view(*op, inputs[i]);
+    at::Tensor out = output_view(*op, outputs[i], false);
+    op->pieces.push_back(comm_->allgather_async(buffer_of(ctx, in), buffer_of(ctx, out)));
+  }
+  op->outputs = outputs;
+  return start(OpType::ALLGATHER_INTO_TENSOR_COALESCED, op);
 }
 
 WorkRef ProcessGroupDpt::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -256,14 +275,19 @@ WorkRef ProcessGroupDpt::reduce_scatter(std::vector<at::Tensor>& outputs, std::v
   return start(OpType::REDUCE_SCATTER, op);
 }
 
-WorkRef ProcessGroupDpt::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const ErrorContext ctx = comm_->context("reduce_scatter");
+// A reduce-scatter of one tensor: `input` holds size() copies of `output`'s shape.
+static void check_scatter_pair(const ErrorContext& ctx, const at::Tensor& output, const at::Tensor& input, int size) {
   check_tensor(ctx, input);
   check_tensor(ctx, output);
   if (output.scalar_type() != input.scalar_type()) refuse(ctx, "output and input dtypes differ");
-  if (input.numel() != output.numel() * size_)
-    refuse(ctx, "the input has " + std::to_string(input.numel()) + " elements, expected " + std::to_string(size_) + " x " +
+  if (input.numel() != output.numel() * size)
+    refuse(ctx, "the input has " + std::to_string(input.numel()) + " elements, expected " + std::to_string(size) + " x " +
                     std::to_string(output.numel()));
+}
+
+WorkRef ProcessGroupDpt::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const ErrorContext ctx = comm_->context("reduce_scatter");
+  check_scatter_pair(ctx, output, input, size_);
   const ReduceOp rop = reduce_op_for(ctx, opts.reduceOp, output);
   auto op = new_op("reduce_scatter", opts.timeout);
   at::Tensor in = input_view(*op, input);
@@ -271,6 +295,23 @@ WorkRef ProcessGroupDpt::_reduce_scatter_base(at::Tensor& output, at::Tensor& in
   op->pieces.push_back(comm_->reduce_scatter_async(buffer_of(ctx, in), buffer_of(ctx, out), rop));
   op->outputs = {output};
   return start(OpType::_REDUCE_SCATTER_BASE, op);
+}
+
+WorkRef ProcessGroupDpt::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                         const c10d::ReduceScatterOptions& opts) {
+  const ErrorContext ctx = comm_->context("reduce_scatter_tensor_coalesced");
+  if (outputs.size() != inputs.size())
+    refuse(ctx, std::to_string(outputs.size()) + " outputs for " + std::to_string(inputs.size()) + " inputs");
+  auto op = new_op("reduce_scatter_tensor_coalesced", opts.timeout);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_scatter_pair(ctx, outputs[i], inputs[i], size_);
+    const ReduceOp rop = reduce_op_for(ctx, opts.reduceOp, outputs[i]);
+    at::Tensor in = input_view(*op, inputs[i]);
+    at::Tensor out = output_view(*op, outputs[i], false);
+    op->pieces.push_back(comm_->reduce_scatter_async(buffer_of(ctx, in), buffer_of(ctx, out), rop));
+  }
+  op->outputs = outputs;
+  return start(OpType::REDUCE_SCATTER_TENSOR_COALESCED, op);
 }
 
 // ---- all-to-all ----
@@ -424,22 +465,5 @@ WorkRef ProcessGroupDpt::recvAnysource(std::vector<at::Tensor>& tensors, int tag
   op->outputs = tensors;
   return start(OpType::RECVANYSOURCE, op);
 }
-
-// ---- sequence numbers (as ProcessGroupGloo: rank 0 draws the start, the store shares it) ----
-
-void ProcessGroupDpt::setSequenceNumberForGroup() {
-  if (rank_ == 0) {
-    std::random_device rd;
-    const uint64_t start = (uint64_t(rd()) << 32 | rd()) >> 1;
-    const std::string s = std::to_string(start);
-    store_->set(c10d::kSeqNumStoreKey, std::vector<uint8_t>(s.begin(), s.end()));
-    sequenceNum_ = c10d::SequenceNum(start);
-  } else {
-    const auto v = store_->get(c10d::kSeqNumStoreKey);
-    sequenceNum_ = c10d::SequenceNum(std::stoull(std::string(v.begin(), v.end())));
-  }
-}
-
-uint64_t ProcessGroupDpt::getSequenceNumberForGroup() { return sequenceNum_ ? sequenceNum_->get() : 0; }
 
 }  // namespace dpt::torch_plugin

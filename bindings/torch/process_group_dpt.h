@@ -1,5 +1,6 @@
 #pragma once
-// ProcessGroupDpt: torch.distributed's ProcessGroup as a thin adapter over our
+// ProcessGroupDpt: a torch.distributed backend (PyTorch 2.x's c10d::Backend, which
+// PyTorch's ProcessGroup dispatches to by device) as a thin adapter over our
 // Communicator. Each PyTorch call checks its tensors, makes dense views of them
 // (tensor_buffers.h), issues the Communicator's asynchronous operations and returns a
 // DptWork over them (dpt_work.h). The Communicator orders collectives, moves the bytes,
@@ -15,7 +16,7 @@
 //   user tags  - send/recv tags in [0, kMaxTorchTag]; above them, the uneven
 //                all-to-all's and the envelope tag of any-source receives
 //                (any_source_mailbox.h: every send of the group carries an envelope).
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <atomic>
 #include <memory>
@@ -26,7 +27,7 @@
 
 namespace dpt::torch_plugin {
 
-class ProcessGroupDpt : public c10d::ProcessGroup {
+class ProcessGroupDpt : public c10d::Backend {
  public:
   static constexpr int64_t kMaxTorchTag = (int64_t{1} << 29) - 1;
   static constexpr int64_t kUnevenAlltoallTag = int64_t{1} << 29;
@@ -50,6 +51,11 @@ class ProcessGroupDpt : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
                                                       std::vector<at::Tensor>& inputs,
                                                       const c10d::AllgatherOptions& opts) override;
+  // The coalescing manager's fast path (all_gather_into_tensor inside
+  // dist._coalescing_manager): one allgather per pair, one Work.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                  std::vector<at::Tensor>& inputs,
+                                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                          const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -59,6 +65,9 @@ class ProcessGroupDpt : public c10d::ProcessGroup {
                                                  const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                        const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                  std::vector<at::Tensor>& inputs,
+                                                                  const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
                                                 std::vector<int64_t>& input_splits,
                                                 const c10d::AllToAllOptions& opts) override;
@@ -69,8 +78,10 @@ class ProcessGroupDpt : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
-  void setSequenceNumberForGroup() override;
-  uint64_t getSequenceNumberForGroup() override;
+  // Collectives issued so far: every rank counts alike from 0 (PyTorch 2.x's rule), so
+  // equal numbers mean the ranks are at the same collective.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return collectives_issued_.load(); }
 
  private:
   OpStatePtr new_op(const std::string& name, std::chrono::milliseconds timeout, bool p2p = false);
@@ -87,6 +98,7 @@ class ProcessGroupDpt : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Watcher> watcher_;
   std::atomic<int64_t> uneven_alltoalls_{0};
+  std::atomic<uint64_t> collectives_issued_{0};
 };
 
 }  // namespace dpt::torch_plugin

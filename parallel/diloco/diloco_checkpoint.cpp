@@ -1,8 +1,10 @@
 // DiLoCo's checkpoint files: model.diloco.rank<R>.safetensors, one per rank, beside the
 // model file (which holds rank 0's worker). Mid-round the workers differ, so each rank
-// keeps its own parameters and inner optimizer state, its slices of theta and of the
-// outer momentum, and an exchange in flight (its average, waited for, and the round's
-// end under overlap): a resume continues bit for bit. It needs the same world and groups.
+// keeps its own parameters, buffers (BatchNorm's running statistics: its group's between
+// round ends) and inner optimizer state, its slices of theta and of the outer momentum,
+// and an exchange in flight (its average, waited for, and the round's end under overlap):
+// a resume continues bit for bit. It needs the same world and groups. A rank file without
+// buffers (written before they were kept) leaves the model file's, rank 0's.
 #include <filesystem>
 
 #include "models/io/checkpoint.h"
@@ -43,6 +45,8 @@ void DilocoStrategy::save_optimizer_state(const std::string& model_path) {
   std::vector<NamedTensorView> t;
   const auto params = model_.flat_params();
   t.push_back({"params", {int64_t(params.size())}, params});
+  const auto buffers = model_.flat_buffers();
+  if (!buffers.empty()) t.push_back({"buffers", {int64_t(buffers.size())}, buffers});
   for (auto& [name, span] : inner_->optimizer().state_buffers()) t.push_back({"inner." + name, {int64_t(span.size())}, span});
   t.push_back({"theta", {int64_t(exchange_->theta().size())}, exchange_->theta()});
   for (auto& [name, span] : exchange_->outer_state()) t.push_back({"outer." + name, {int64_t(span.size())}, span});
@@ -89,6 +93,11 @@ void DilocoStrategy::load_optimizer_state(const std::string& model_path) {
   const auto params = model_.flat_params();
   const NamedTensor& p = tensor(c, "params", params.size(), path);
   std::copy(p.data.begin(), p.data.end(), params.begin());
+  if (c.find("buffers")) {
+    const auto buffers = model_.flat_buffers();
+    const NamedTensor& b = tensor(c, "buffers", buffers.size(), path);
+    std::copy(b.data.begin(), b.data.end(), buffers.begin());
+  }
   for (auto& [name, span] : inner_->optimizer().state_buffers()) {
     const NamedTensor& s = tensor(c, "inner." + name, span.size(), path);
     std::copy(s.data.begin(), s.data.end(), span.begin());

@@ -6,8 +6,9 @@
 // goes on from the snapshot's sample position), so no sample of a completed round is
 // lost or trained twice. Newcomers wait for a round's end (accepts_members_now).
 //
-// At a round's end every worker's parameters equal theta (no overlap under elastic), so
-// the snapshot holds them whole; the outer momentum is allgathered within the group (one
+// At a round's end every worker's parameters equal theta (no overlap under elastic) and
+// every rank's buffers are the groups' average (DilocoStrategy::average_buffers), so the
+// snapshot holds both whole; the outer momentum is allgathered within the group (one
 // host) to be whole too; the inner optimizer state is this worker's own.
 #include <algorithm>
 
@@ -19,6 +20,7 @@ namespace dpt {
 struct DilocoStrategy::Snapshot : CarriedState {
   ElasticProgress at;
   std::vector<float> params;                    // = theta, whole
+  std::vector<float> buffers;                   // the same on every rank at a round's end
   std::vector<float> momentum;                  // the outer momentum, whole (empty without momentum)
   int64_t outer_steps = 0, rounds = 0;
   std::vector<std::pair<std::string, std::vector<float>>> inner;  // this worker's inner optimizer state
@@ -33,6 +35,8 @@ void DilocoStrategy::elastic_snapshot(const ElasticProgress& at, int, int) {
   s->at = at;
   const auto params = model_.flat_params();
   s->params.assign(params.begin(), params.end());
+  const auto buffers = model_.flat_buffers();
+  s->buffers.assign(buffers.begin(), buffers.end());
   auto outer = exchange_->outer_state();
   if (!outer.empty()) {
     const std::span<float> mine = outer.front().second;
@@ -79,6 +83,13 @@ ElasticProgress DilocoStrategy::adopt_group_state(const GroupChange&) {
   if (mine && mine->at.step == step) std::copy(mine->params.begin(), mine->params.end(), params.begin());
   broadcast_where_differs(*comm_, params, "DiLoCo", root);
   exchange_->reset_theta(params);
+  // The buffers of that round end likewise (a newcomer's, and a holder's mid-round ones, replaced).
+  if (!model_.buffer_infos().empty()) {
+    const auto buffers = model_.flat_buffers();
+    if (mine && mine->at.step == step && mine->buffers.size() == buffers.size())
+      std::copy(mine->buffers.begin(), mine->buffers.end(), buffers.begin());
+    broadcast_where_differs(*comm_, buffers, "DiLoCo (buffers)", root);
+  }
   int64_t counts[2] = {mine && comm_->rank() == root ? mine->outer_steps : 0, mine && comm_->rank() == root ? mine->rounds : 0};
   comm_->broadcast(make_buffer(counts, 2), root);
   exchange_->outer_optimizer().set_step_count(counts[0]);

@@ -22,10 +22,18 @@
 //                 inner steps; after them the new theta is applied with the progress of
 //                 those D steps kept: params = theta_new + (params - params_at_round_end)
 //                 (the delayed outer step of eager/one-step-delayed DiLoCo). D = 0 waits.
+//   buffers       module state that is not trained (BatchNorm's running statistics).
+//                 Between round ends they belong to the inner group, like its gradients:
+//                 the trainer's broadcast_buffers runs over gradient_group() (the group's
+//                 first rank's to the others) and SyncBatchNorm reduces over it. Where the
+//                 new theta is applied (the round's end, D steps later under overlap, the
+//                 end of the run) every rank's buffers are averaged over the groups
+//                 (average_buffers), so every rank then holds the same model state.
 //
 // Between round ends the trainer's agreement crosses the groups about once a second
 // (train/agreement_cadence.h), and its loss report every --log-every steps: a few hundred
-// bytes each, against one model per round.
+// bytes each, against one model per round; nothing else (tests/parallel/diloco,
+// "buffers": mlp, gpt and ResNet-18 with and without SyncBatchNorm).
 #include <memory>
 #include <vector>
 
@@ -42,9 +50,10 @@ class DilocoStrategy : public ParallelStrategy {
 
   std::string name() const override;
   int zero_stage() const override { return 0; }
-  // Rank 0's parameters on every rank (sent only where they differ: ranks built from the
-  // same seed or file hold them already); theta starts as those parameters. After a
-  // resume that restored each worker's own parameters (mid-round), those are kept instead.
+  // Rank 0's parameters and buffers on every rank (sent only where they differ: ranks built
+  // from the same seed or file hold them already); theta starts as those parameters. After
+  // a resume that restored each worker's own parameters and buffers (mid-round), those are
+  // kept instead.
   void broadcast_parameters() override;
   void set_communicator(Communicator& comm) override;
 
@@ -95,6 +104,12 @@ class DilocoStrategy : public ParallelStrategy {
  private:
   // Splits the communicator into inner groups and the cross-group slices (collective).
   void build_groups(Communicator& comm);
+  // The outer step lands: the exchange's finish, then average_buffers.
+  void finish_round(std::span<float> params);
+  // Collective over the cross-group split: this rank's buffers averaged with those of the
+  // ranks of its index in the other groups; counters (num_batches_tracked, equal in every
+  // group) keep their value. Nothing when the model has none.
+  void average_buffers();
 
   DilocoConfig config_;
   std::unique_ptr<Communicator> inner_comm_, outer_comm_;

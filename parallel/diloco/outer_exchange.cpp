@@ -109,4 +109,14 @@ void OuterExchange::finish(std::span<float> params) {
   ++stats_.rounds;
 }
 
+void OuterExchange::average_across_groups(std::span<float> values) {
+  if (values.empty() || outer_->size() == 1) return;
+  const double t0 = now_s();
+  outer_->allreduce(Buffer{values.data(), values.size(), DType::f32, {}}, ReduceOp::avg);
+  const double waited = now_s() - t0;
+  stats_.exposed_s += waited;
+  stats_.exchange_s += waited;
+  stats_.bytes_sent += int64_t(values.size_bytes());
+}
+
 }  // namespace dpt

@@ -24,7 +24,7 @@ namespace dpt {
 
 struct OuterExchangeStats {
   int64_t rounds = 0;
-  int64_t bytes_sent = 0;     // payload this rank put on the cross-group allreduce
+  int64_t bytes_sent = 0;     // payload this rank put on the cross-group allreduces (buffers included)
   double exchange_s = 0;      // begin() to the average's arrival, summed
   double exposed_s = 0;       // of which the caller waited in finish()
 };
@@ -56,6 +56,10 @@ class OuterExchange {
   // The average has arrived (waits for it); for a checkpoint taken while in flight.
   void wait_average();
   void finish(std::span<float> params);
+  // Blocking: `values` averaged over the groups (one allreduce on the cross-group split,
+  // fp32 whatever the outer dtype); counted in bytes_sent. For state that is not trained
+  // (BatchNorm's running statistics: DilocoStrategy::average_buffers).
+  void average_across_groups(std::span<float> values);
   // A checkpoint's view of an exchange in flight: the round-end parameters and the
   // averaged slice (after wait_average); load_in_flight puts them back.
   std::span<const float> round_end() const { return round_end_; }

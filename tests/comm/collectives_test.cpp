@@ -443,3 +443,48 @@ TEST_CASE("traffic counts each call's payload; a retired communicator refuses fu
   CHECK(sub->traffic().bytes() == t1.bytes());  // nothing more was carried
   world().barrier();
 }
+
+// Traffic::other_hosts_*: bytes exchanged with ranks on other hosts (COMM_FAKE_HOSTS's
+// emulated ones count; DiLoCo's tests measure what crosses between its groups with it).
+// A message from the first rank of host 0 to the first rank of host 1 counts on both, in
+// the world and in the split holding both; a collective inside one host counts nothing
+// for that host's communicator.
+TEST_CASE("traffic counts the bytes exchanged with other hosts") {
+  Communicator& w = world();
+  const Topology& t = w.topology();
+  std::vector<float> x(1000, 1.0f);
+  auto same_host = w.split(t.my_host(), w.rank());
+  REQUIRE(same_host);
+  const Traffic h0 = same_host->traffic();
+  same_host->allreduce(make_buffer(x.data(), x.size()), ReduceOp::sum);
+  const Traffic h1 = same_host->traffic();
+  // (Open MPI's splits apply COMM_FAKE_HOSTS to their own ranks again: such a split may
+  // see several emulated hosts where its parent saw one.)
+  const bool one_host = same_host->topology().hosts() == 1;
+  CHECK(all_ok(!one_host || h1.other_hosts_bytes() == h0.other_hosts_bytes(),
+               "a collective within one host counted bytes to other hosts"));
+  if (t.hosts() > 1) {
+    const int a = t.ranks_of_host(0).front(), b = t.ranks_of_host(1).front();
+    auto pair = w.split(w.rank() == a || w.rank() == b ? 0 : Communicator::kUndefinedColor, w.rank());
+    const Traffic w0 = w.traffic();
+    const Traffic p0 = pair ? pair->traffic() : Traffic{};
+    if (w.rank() == a) w.send(make_buffer(x.data(), x.size()), b, 4711);
+    if (w.rank() == b) w.recv(make_buffer(x.data(), x.size()), a, 4711);
+    if (pair && pair->rank() == 0) pair->send(make_buffer(x.data(), 10), 1, 4712);
+    if (pair && pair->rank() == 1) pair->recv(make_buffer(x.data(), 10), 0, 4712);
+    const Traffic w1 = w.traffic();
+    const Traffic p1 = pair ? pair->traffic() : Traffic{};
+    // The split's message moves on the world's point-to-point calls (tcp) or the split's
+    // own (Open MPI): the split counts it either way.
+    const uint64_t ws = w1.other_hosts_sent - w0.other_hosts_sent, wr = w1.other_hosts_received - w0.other_hosts_received;
+    const uint64_t ps = p1.other_hosts_sent - p0.other_hosts_sent, pr = p1.other_hosts_received - p0.other_hosts_received;
+    const bool pair_ok = !pair || (pair->rank() == 0 ? ps == 40 && pr == 0 : ps == 0 && pr == 40);
+    const bool ok = (w.rank() == a   ? ws >= 4000 && wr == 0
+                     : w.rank() == b ? ws == 0 && wr >= 4000
+                                     : ws == 0 && wr == 0) &&
+                    pair_ok;
+    CHECK(all_ok(ok, "other hosts: world sent " + std::to_string(ws) + " received " + std::to_string(wr) + ", pair sent " +
+                         std::to_string(ps) + " received " + std::to_string(pr)));
+  }
+  w.barrier();
+}

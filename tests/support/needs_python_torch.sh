@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs a test that needs PyTorch (Debian's /usr/bin/python3 with python3-torch, and per
-# test python3-torchvision, python3-numpy) or the dpt_torch extension, or prints
+# Runs a test that needs PyTorch (DPT_PYTHON, by default the project's .venv that
+# tools/install_deps.sh makes, with torch and per test torchvision, numpy) or the
+# dpt_torch extension, or prints
 # "SKIP: <reason>" and exits 77 (CTest: skipped, with SKIP_RETURN_CODE 77) where they are
 # missing, so such a test is always registered and counted, never silently absent.
 # usage: needs_python_torch.sh [--python PY] [--modules M1,M2,...] [--unavailable REASON]
@@ -28,7 +29,7 @@ if [[ -n $unavailable ]]; then
   exit 77
 fi
 if [[ ! -x $py ]]; then
-  echo "SKIP: $py is not installed (apt-get install python3; tools/install_deps.sh)"
+  echo "SKIP: $py is not installed (tools/install_deps.sh makes the project's .venv)"
   exit 77
 fi
 missing=$("$py" - "$modules" <<'PY'
@@ -37,8 +38,7 @@ print(" ".join(m for m in sys.argv[1].split(",") if m and importlib.util.find_sp
 PY
 ) || { echo "FAIL: $py could not look up the modules $modules"; exit 1; }
 if [[ -n $missing ]]; then
-  pkgs=$(for m in $missing; do printf ' python3-%s' "$m"; done)
-  echo "SKIP: $py cannot import $missing (apt-get install$pkgs; tools/install_deps.sh installs them)"
+  echo "SKIP: $py cannot import $missing (tools/install_deps.sh installs them into the project's .venv)"
   exit 77
 fi
 exec "$@"

@@ -16,7 +16,7 @@ if [[ ${1:-} == --selftest ]]; then
   exit 0
 fi
 src=${1:?usage: no_device_atomics.sh SOURCE_DIR | --selftest}
-files=$(cd "$src" && find . -path ./build -prune -o -path ./third_party -prune -o \( -name '*.cu' -o -name '*.cuh' \) -print)
+files=$(cd "$src" && find . -path ./build -prune -o -path ./third_party -prune -o -path ./.venv -prune -o \( -name '*.cu' -o -name '*.cuh' \) -print)
 [[ -n $files ]] || { echo "no .cu or .cuh file under $src: nothing checked"; exit 1; }
 hits=$(cd "$src" && echo "$files" | xargs grep -nE '\batomic[A-Z][A-Za-z_]*[[:space:]]*\(|cuda::atomic|__nv_atomic' /dev/null | grep -vE ':[0-9]+:[[:space:]]*//')
 if [[ -n $hits ]]; then echo "device code uses atomics (docs/gpu.md says it does not):"; echo "$hits"; exit 1; fi

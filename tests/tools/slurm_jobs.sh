@@ -20,10 +20,11 @@ fail() { echo "FAIL: $*"; [[ -n ${SLURM_DIR:-} ]] && tail -5 "$SLURM_DIR"/slurmc
 work=$(mktemp -d /var/tmp/dpt-slurm-test.XXXXXX)   # every node sees it (not /tmp: each node has its own)
 cleanup() { slurm_down; rm -rf "$work"; }
 trap cleanup EXIT
-# The jobs run from a folder where build/ is this build and tests/ the repository's: the
-# docs' relative paths hold.
+# The jobs run from a folder where build/ is this build and tests/ and .venv/ (PyTorch,
+# for the dpt_torch script) the repository's: the docs' relative paths hold.
 ln -s "$build" "$work/build"
 ln -s "$repo/tests" "$work/tests"
+[[ -d $repo/.venv ]] && ln -s "$repo/.venv" "$work/.venv"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # docs/slurm.md's script number N (the fences tagged sbatch, in order).
 doc_script() {

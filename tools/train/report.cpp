@@ -43,11 +43,14 @@ double now_unix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// " sent_bytes_tcp=S recv_bytes_tcp=R ..." for the final line: payload each backend
-// carried over the run (a backend used twice is summed).
+// " sent_bytes_tcp=S recv_bytes_tcp=R ... other_hosts_bytes=X" for the final line: payload
+// each backend carried over the run (a backend used twice is summed), and this rank's bytes
+// to and from ranks on other hosts over all of them (comm/traffic.h).
 std::string traffic_fields(const std::vector<dpt::BackendTraffic>& traffic) {
   std::vector<std::pair<std::string, dpt::Traffic>> by_name;
+  uint64_t other_hosts = 0;
   for (const auto& t : traffic) {
+    other_hosts += t.carried.other_hosts_bytes();
     auto it = std::find_if(by_name.begin(), by_name.end(), [&](const auto& p) { return p.first == t.backend; });
     if (it == by_name.end()) it = by_name.insert(by_name.end(), {t.backend, {}});
     it->second.bytes_sent += t.carried.bytes_sent;
@@ -56,7 +59,7 @@ std::string traffic_fields(const std::vector<dpt::BackendTraffic>& traffic) {
   std::string out;
   for (const auto& [name, t] : by_name)
     out += " sent_bytes_" + name + "=" + std::to_string(t.bytes_sent) + " recv_bytes_" + name + "=" + std::to_string(t.bytes_received);
-  return out;
+  return out + " other_hosts_bytes=" + std::to_string(other_hosts);
 }
 
 // The gradient bytes one rank hands to the communicator per step, compressed and not.
@@ -129,7 +132,7 @@ dpt::TrainCallbacks Reporter::callbacks(std::function<void(int64_t, const char*)
         nlohmann::json j = {{"step", l.step}, {"epoch", l.epoch}, {"loss", l.loss}, {"lr", l.lr},
                             {"samples_per_s", l.samples_per_s}, {"comm_ms", l.comm_s * 1e3}, {"exposed_ms", l.exposed_s * 1e3}, {"comm_bytes", l.comm_bytes},
                             {"world_size", l.world_size}, {"sample_begin", l.sample_begin}, {"sample_end", l.sample_end},
-                            {"unix_time", now_unix()}};
+                            {"other_hosts_bytes", l.other_hosts_bytes}, {"unix_time", now_unix()}};
         if (l.loss_scale > 0) j["loss_scale"] = l.loss_scale, j["skipped_steps"] = l.skipped_steps;
         metrics_ << j.dump() << "\n" << std::flush;
       }

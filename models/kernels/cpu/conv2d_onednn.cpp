@@ -43,6 +43,7 @@ using dt = memory::data_type;
 dnnl::engine& cpu_engine() {
   // Never destroyed: primitives in layers that outlive statics hold it.
   static dnnl::engine* e = [] {
+    cap_onednn_isa();
     request_amx_permission();
     return new dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();

@@ -2,8 +2,9 @@
 // CPUID and XGETBV (never from the CPU's model number). An instruction set counts only
 // when the CPU has it and the OS saves its registers: AVX needs XCR0's SSE+YMM bits,
 // AVX-512 also the opmask/ZMM bits, AMX the tile-data bits (and on Linux a per-process
-// permission, request_amx_permission()). Header-only so bench programs that link nothing
-// of dpt can use it. On other architectures every feature reads false.
+// permission, request_amx_permission()). cpu_features() reports them at most at
+// DPT_MAX_CPU_ISA's level (device/cpu_isa.h). Header-only so bench programs that link
+// nothing of dpt can use it. On other architectures every feature reads false.
 //
 // Terms:
 //   SimdLevel   the widest fp32 FMA arithmetic an engine or CPU runs: sse (128-bit, no
@@ -13,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "device/cpu_isa.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -37,7 +40,7 @@ inline const char* simd_level_name(SimdLevel l) {
 }
 
 struct CpuFeatures {
-  bool sse3 = false, avx = false, fma = false, avx2 = false;
+  bool sse3 = false, avx = false, fma = false, f16c = false, avx2 = false;
   bool avx512f = false, avx512dq = false, avx512cd = false, avx512bw = false, avx512vl = false;
   bool avx512_vnni = false, avx512_bf16 = false, avx512_fp16 = false;
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;  // CPU and OS; permission aside
@@ -70,6 +73,7 @@ inline CpuFeatures detect_cpu_features() {
   const bool os_amx = (xcr0 & 0x60000) == 0x60000;      // XTILECFG, XTILEDATA
   f.avx = cpu_avx && os_ymm;
   f.fma = cpu_fma && os_ymm;
+  f.f16c = (ecx & (1u << 29)) && os_ymm;
   unsigned max_leaf = __get_cpuid_max(0, nullptr);
   if (max_leaf < 7) return f;
   __cpuid_count(7, 0, eax, ebx, ecx, edx);
@@ -93,8 +97,20 @@ inline CpuFeatures detect_cpu_features() {
   return f;
 }
 
+// f without what lies above `cap` (device/cpu_isa.h's table).
+inline CpuFeatures capped_cpu_features(CpuFeatures f, CpuIsa cap) {
+  if (cap < CpuIsa::amx) f.amx_tile = f.amx_bf16 = f.amx_int8 = f.avx512_fp16 = false;
+  if (cap < CpuIsa::avx512_bf16) f.avx512_bf16 = f.avx512_vnni = false;
+  if (cap < CpuIsa::avx512) f.avx512f = f.avx512dq = f.avx512cd = f.avx512bw = f.avx512vl = false;
+  if (cap < CpuIsa::avx2) f.avx2 = f.fma = f.f16c = false;
+  if (cap < CpuIsa::avx) f.avx = false;
+  return f;
+}
+
+// This CPU's features at most at DPT_MAX_CPU_ISA's level: every path that depends on
+// them asks here, so the cap reaches them all.
 inline const CpuFeatures& cpu_features() {
-  static const CpuFeatures f = detect_cpu_features();
+  static const CpuFeatures f = capped_cpu_features(detect_cpu_features(), max_cpu_isa());
   return f;
 }
 

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "models/kernels/cpu/cpu_features.h"
+
 namespace dpt {
 namespace {
 
@@ -22,7 +24,7 @@ void round_portable(float* x, size_t n) {
 }  // namespace
 
 void round_to_f16(float* x, size_t n) {
-  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool f16c = cpu_features().f16c && cpu_features().avx;  // DPT_MAX_CPU_ISA applied
   if (f16c) round_f16c(x, n);
   else round_portable(x, n);
 }

@@ -21,8 +21,10 @@ namespace dpt {
 void sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
            int lda, const float* b, int ldb, float beta, float* c, int ldc);
 // The same product on device pointers (cuBLAS, gpu::sgemm) when `cuda`, else sgemm();
-// recorded alike. sgemm_batched_on: `batch` products at fixed element strides (on the CPU
-// at bf16 precision, one gemm_bf16_batched call; at fp32, sgemm() on each member in turn).
+// recorded alike. sgemm_batched_on: `batch` products at fixed element strides, equal to
+// sgemm() on each member (on the CPU at bf16 precision where bf16_gemm_native(), one
+// gemm_bf16_batched call; elsewhere sgemm() on each member in turn, fp32 where bf16 is not
+// native, as sgemm() is).
 void sgemm_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
               int lda, const float* b, int ldb, float beta, float* c, int ldc);
 void sgemm_batched_on(bool cuda, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

@@ -116,6 +116,7 @@ void check(dnnl_status_t st, const char* what) {
 dnnl_engine_t cpu_engine() {
   // Never destroyed: primitives in thread-local caches may outlive any static's destructor.
   static dnnl_engine_t engine = [] {
+    cap_onednn_isa();
     request_amx_permission();  // oneDNN asks too; harmless twice, needed before any tile use
     dnnl_engine_t e = nullptr;
     check(dnnl_engine_create(&e, dnnl_cpu, 0), "dnnl_engine_create");
@@ -294,7 +295,11 @@ NativeInfo probe_native() {
   return {false, "this build has no oneDNN (install libdnnl-dev, reconfigure)"};
 #else
   const CpuFeatures& f = cpu_features();
-  if (!f.amx_bf16 && !f.avx512_bf16) return {false, "this CPU has neither AMX-BF16 nor AVX512-BF16"};
+  if (!f.amx_bf16 && !f.avx512_bf16)
+    return {false, std::string("this CPU has neither AMX-BF16 nor AVX512-BF16") +
+                       (max_cpu_isa() < CpuIsa::amx ? std::string(" at ") + kMaxCpuIsaVar + "=" +
+                                                          cpu_isa_name(max_cpu_isa())
+                                                    : "")};
   const int isa = onednn_cpu_isa();
   if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16)
     return {false, "oneDNN " + onednn_version() + " runs " + onednn_isa_name() +

@@ -3,9 +3,11 @@
 #include <cblas.h>  // cblas_sgemm, openblas_get_corename
 
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
+#include "device/cpu_isa.h"
 #include "models/kernels/cpu/gemm.h"
 
 #ifdef DPT_HAVE_ONEDNN
@@ -51,6 +53,7 @@ void follow_blas_threads(int m, int n, int k) {
 
 void onednn_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
                   const float* b, int ldb, float beta, float* c, int ldc) {
+  cap_onednn_isa();
   follow_blas_threads(m, n, k);
   const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb,
                                       beta, c, ldc);
@@ -116,8 +119,28 @@ std::string openblas_core_name() {
   return name ? name : "";
 }
 
+void cap_onednn_isa() {
+#ifdef DPT_HAVE_ONEDNN
+  static const bool applied = [] {
+    const CpuIsa cap = max_cpu_isa();
+    if (cap == CpuIsa::amx || std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA")) return true;
+    static constexpr dnnl_cpu_isa_t kOnednn[] = {dnnl_cpu_isa_sse41, dnnl_cpu_isa_avx, dnnl_cpu_isa_avx2,
+                                                 dnnl_cpu_isa_avx512_core, dnnl_cpu_isa_avx512_core_bf16};
+    const dnnl_status_t st = dnnl_set_max_cpu_isa(kOnednn[static_cast<int>(cap)]);
+    if (st != dnnl_success)
+      throw std::runtime_error(std::string(kMaxCpuIsaVar) + "=" + cpu_isa_name(cap) + ": oneDNN " +
+                               (st == dnnl_unimplemented ? "was built without CPU ISA caps (DNNL_ENABLE_MAX_CPU_ISA)"
+                                                         : "was used before its cap could be set (a call into it "
+                                                           "that does not start with cap_onednn_isa())"));
+    return true;
+  }();
+  (void)applied;
+#endif
+}
+
 int onednn_cpu_isa() {
 #ifdef DPT_HAVE_ONEDNN
+  cap_onednn_isa();
   return static_cast<int>(dnnl_get_effective_cpu_isa());
 #else
   return -1;
@@ -126,6 +149,7 @@ int onednn_cpu_isa() {
 
 std::string onednn_isa_name() {
 #ifdef DPT_HAVE_ONEDNN
+  cap_onednn_isa();
   switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_all: return "all";
     case dnnl_cpu_isa_sse41: return "sse41";

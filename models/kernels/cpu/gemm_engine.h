@@ -10,7 +10,8 @@
 //   onednn    dnnl_sgemm from oneDNN (Debian: libdnnl-dev), built with DPT_HAVE_ONEDNN.
 //             It JITs its kernels for the instruction sets CPUID reports (its "ISA",
 //             e.g. avx512_core_amx), so it cannot mistake a new CPU for an old one;
-//             ONEDNN_MAX_CPU_ISA caps it.
+//             DPT_MAX_CPU_ISA caps it as it caps our kernels (cap_onednn_isa), or
+//             ONEDNN_MAX_CPU_ISA where that is set.
 //   threads   both engines run a product on blas_threads() threads (the process's thread
 //             plan, models/kernels/cpu/gemm.h), and products of at most 64^3 multiply-adds on one (OpenBLAS's
 //             own rule). oneDNN's CPU runtime in Debian is OpenMP (libgomp): before each
@@ -45,6 +46,11 @@ std::string openblas_core_name();  // openblas_get_corename(): "SkylakeX", "Pres
 int onednn_cpu_isa();              // dnnl_get_effective_cpu_isa() (a dnnl_cpu_isa_t); -1 without oneDNN
 std::string onednn_isa_name();     // "avx512_core_amx", ...; "" without oneDNN
 std::string onednn_version();      // "2.6.3"; "" without oneDNN
+// DPT_MAX_CPU_ISA (device/cpu_isa.h) given to oneDNN as its own cap (dnnl_set_max_cpu_isa),
+// unless ONEDNN_MAX_CPU_ISA or DNNL_MAX_CPU_ISA is set (oneDNN then reads that). oneDNN
+// takes a cap only before its first use, so every caller of oneDNN calls this first (once
+// per process; std::runtime_error where oneDNN was used before). No-op without oneDNN.
+void cap_onednn_isa();
 // Threads engine e runs a product on when called from this thread: blas_threads() for
 // openblas; for onednn this thread's OpenMP thread count, which every sgemm_with(onednn)
 // sets first (blas_threads(), or 1 for a product of at most 64^3; tests read it after a

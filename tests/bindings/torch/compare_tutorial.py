@@ -6,7 +6,8 @@ is the same within --rtol (default 1e-6, relative).
   compare_tutorial.py --launcher launch|torchrun|mpirun --np 2 --build build \\
       tests/bindings/torch/tutorials/ddp_toy.py [program args]
 
-launch: build/bin/launch; torchrun: python3 -m torch.distributed.run; mpirun: Open MPI,
+launch: build/bin/launch; torchrun: the torchrun beside this Python (PyTorch's own
+launcher, as users type it: torchrun --nproc-per-node N prog.py); mpirun: Open MPI,
 the dpt run with DPT_BACKEND=mpi (dpt_torch fills RANK/WORLD_SIZE/MASTER_* from it).
 The programs print `rank <r> step <k> loss <v>`. Exit status 0 only when both runs
 succeed, report the same steps and agree.
@@ -28,22 +29,22 @@ def command(args, backend, port):
     if args.launcher == "launch":
         return [os.path.join(args.build, "bin", "launch"), "-n", str(args.np)] + prog
     if args.launcher == "torchrun":
-        return [py, "-m", "torch.distributed.run", "--nproc_per_node", str(args.np), "--master_port", str(port)] + prog[1:]
+        torchrun = os.path.join(os.path.dirname(py), "torchrun")
+        return [torchrun, "--nproc-per-node", str(args.np), "--master-port", str(port)] + prog[1:]
     return ["mpirun", "-np", str(args.np), "--oversubscribe", "--bind-to", "none"] + prog
 
 
 def run_reference(args, port):
-    """The gloo run, retried: PyTorch 1.13 can deadlock a gloo process at exit (issue 25,
-    seen in about 1 run of 10 on a loaded 2-core machine: the main thread, holding the
-    GIL, destroys DDP's Reducer, whose ProcessGroupGloo joins a worker thread that is
-    freeing a tensor with a Python object and waits for the GIL). That is the reference
-    failing, not the backend under test, so it gets up to 3 tries of --gloo-timeout s
-    each; the dpt run gets exactly one."""
+    """The gloo run, retried: PyTorch 1.13 could deadlock a gloo process at exit (issue 25,
+    about 1 run of 10 on a loaded 2-core machine: the main thread, holding the GIL,
+    destroyed DDP's Reducer, whose ProcessGroupGloo joined a worker thread waiting for
+    the GIL). That is the reference failing, not the backend under test, so it gets up
+    to 3 tries of --gloo-timeout s each; the dpt run gets exactly one."""
     for attempt in range(1, 4):
         try:
             return run(args, "gloo", port + 2 * attempt, args.gloo_timeout)
         except subprocess.TimeoutExpired:
-            print(f"gloo: attempt {attempt} did not end within {args.gloo_timeout} s (PyTorch 1.13's exit deadlock?); retrying")
+            print(f"gloo: attempt {attempt} did not end within {args.gloo_timeout} s (an exit deadlock?); retrying")
     return 1, {}, ""
 
 

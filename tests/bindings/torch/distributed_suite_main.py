@@ -1,5 +1,5 @@
 """Runs PyTorch's own DistributedTest suite (torch/testing/_internal/distributed/
-distributed_test.py, shipped by python3-torch) for one backend at one world size, as
+distributed_test.py, shipped in the torch wheel) for one backend at one world size, as
 PyTorch's test/distributed/test_distributed_spawn.py does, and writes one JSON line per
 test to --results: {"test", "status": passed|skipped|failed, "reason", "seconds"}, and
 one line per rank whose test body returned (passed on that rank) to --results + ".ranks":
@@ -34,36 +34,8 @@ parser.add_argument("tests", nargs="*", help="test names (default: all)")
 args, _ = parser.parse_known_args()
 
 BACKEND = os.environ["BACKEND"]
-import dataclasses  # noqa: E402
-
 import torch  # noqa: E402
 
-
-def import_sharded_tensor_on_python311():
-    """torch 1.13's distributed/_shard/sharded_tensor/metadata.py gives a dataclass field
-    the default TensorProperties(), an unhashable (mutable) instance, which Python 3.11's
-    dataclasses refuse with ValueError. Every DDP test imports it (the suite enables DDP
-    with ReplicatedTensor), so under Debian's Python 3.11 they fail before running, for
-    gloo as for dpt. Importing it once with TensorProperties made hashable restores
-    Python 3.10's behavior (one shared default); it changes nothing else."""
-    original = dataclasses.dataclass
-
-    def dataclass(cls=None, /, **kw):
-        def wrap(c):
-            if c.__name__ == "TensorProperties":
-                kw.setdefault("unsafe_hash", True)
-            return original(c, **kw)
-
-        return wrap if cls is None else wrap(cls)
-
-    dataclasses.dataclass = dataclass
-    try:
-        import torch.distributed._shard.sharded_tensor  # noqa: F401
-    finally:
-        dataclasses.dataclass = original
-
-
-import_sharded_tensor_on_python311()
 import torch.distributed as dist  # noqa: E402
 from torch.testing._internal import common_distributed  # noqa: E402
 

@@ -2,8 +2,8 @@
 PyTorch: each rank builds every rank's input from (rank, seed), so it knows what the
 collective must return. Run under any launcher at any world size >= 2:
 
-  build/bin/launch -n 3 /usr/bin/python3 tests/bindings/torch/ops_test.py
-  mpirun -np 3 env DPT_BACKEND=mpi /usr/bin/python3 tests/bindings/torch/ops_test.py
+  build/bin/launch -n 3 .venv/bin/python tests/bindings/torch/ops_test.py
+  mpirun -np 3 env DPT_BACKEND=mpi .venv/bin/python tests/bindings/torch/ops_test.py
 
 Checks exact equality where the reduction order cannot matter (integers, min, max,
 two ranks) and closeness otherwise; prints `ops_test: N checks passed` on success.
@@ -63,9 +63,9 @@ def reference(op, tensors):
 def main():
     dist.init_process_group("dpt", timeout=datetime.timedelta(seconds=60))
     rank, n = dist.get_rank(), dist.get_world_size()
-    pg = dist.distributed_c10d._get_default_group()
-    assert isinstance(pg, dpt_torch.ProcessGroupDpt) and dist.get_backend() == "dpt"
-    print(f"rank {rank}: transport {pg.transport}", flush=True)
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    assert isinstance(backend, dpt_torch.ProcessGroupDpt) and dist.get_backend() == "dpt", (type(backend), dist.get_backend())
+    print(f"rank {rank}: transport {backend.transport}", flush=True)
     N = 1000
 
     # all_reduce: every op on every dtype (bool: sum/max are "or", product/min "and")
@@ -123,6 +123,36 @@ def main():
     objs = [None] * n
     dist.all_gather_object(objs, {"rank": rank, "text": "x" * rank})
     assert objs == [{"rank": r, "text": "x" * r} for r in range(n)], objs
+    # PyTorch 2.x's tensor forms, and the coalescing manager's fast path for them
+    flat = torch.empty(3 * n, 2, dtype=torch.float16)
+    dist.all_gather_into_tensor(flat, data(rank, 6, torch.float16).view(3, 2))
+    same(flat, torch.cat([data(r, 6, torch.float16).view(3, 2) for r in range(n)]), "all_gather_into_tensor")
+    out = torch.empty(4, dtype=torch.float64)
+    dist.reduce_scatter_tensor(out, torch.cat([data(rank, 4, torch.float64, p) for p in range(n)]))
+    same(out, reference(dist.ReduceOp.SUM, [data(r, 4, torch.float64, rank) for r in range(n)]), "reduce_scatter_tensor")
+    gathered = [torch.empty(k * n) for k in (2, 5)]
+    scattered = [torch.empty(k) for k in (2, 5)]
+    with dist._coalescing_manager():
+        for i, k in enumerate((2, 5)):
+            dist.all_gather_into_tensor(gathered[i], data(rank, k, torch.float32, 20 + i))
+    with dist._coalescing_manager():
+        for i, k in enumerate((2, 5)):
+            dist.reduce_scatter_tensor(scattered[i], torch.cat([data(rank, k, torch.float32, 30 + p) for p in range(n)]))
+    for i, k in enumerate((2, 5)):
+        same(gathered[i], torch.cat([data(r, k, torch.float32, 20 + i) for r in range(n)]), "coalesced all_gather_into_tensor")
+        want = reference(dist.ReduceOp.SUM, [data(r, k, torch.float32, 30 + rank) for r in range(n)]).float()
+        same(scattered[i], want, "coalesced reduce_scatter_tensor")
+    # the other object collectives
+    obj = [{"from": 0, "list": list(range(5))}] if rank == 0 else [None]
+    dist.broadcast_object_list(obj, src=0)
+    assert obj == [{"from": 0, "list": list(range(5))}], obj
+    got_objs = [None] * n if rank == 0 else None
+    dist.gather_object(("r", rank), got_objs, dst=0)
+    if rank == 0:
+        assert got_objs == [("r", r) for r in range(n)], got_objs
+    one = [None]
+    dist.scatter_object_list(one, [f"to {r}" for r in range(n)] if rank == 0 else None, src=0)
+    assert one == [f"to {rank}"], one
     # gather / scatter
     root = n - 1
     got = [torch.empty(6, dtype=torch.uint8) for _ in range(n)] if rank == root else None
@@ -177,9 +207,7 @@ def main():
     work = dist.all_reduce(t, async_op=True)
     fut = work.get_future().then(lambda f: f.value()[0] * 2)
     assert work.wait()
-    # (Work.exception() itself cannot be called from Python in PyTorch 1.13: its binding
-    # has no converter for std::exception_ptr, whatever the backend.)
-    assert work.is_completed() and work.is_success()
+    assert work.is_completed() and work.is_success() and work.exception() is None
     same(work.result()[0], torch.full((16,), float(n)), "work.result")
     same(fut.wait(), torch.full((16,), 2.0 * n), "future then")
     # a subgroup of all ranks but the last, then the barrier

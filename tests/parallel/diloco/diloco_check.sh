@@ -20,6 +20,17 @@
 #                either way; SIGTERM to rank 3 in step 20 stops every rank at one step
 #                before the run's end (the cadence, not a round end, carried it), exit 75,
 #                and --auto-resume goes on from there to the uninterrupted run's bits.
+#   buffers      what crosses between the groups between round ends, per model (issue 61):
+#                2 emulated hosts x 1 rank, H = 1000 (no round end in the run), mlp, gpt
+#                and resnet18 (BatchNorm buffers), then resnet18 --sync-bn on 2 hosts x 2;
+#                rank 0's bytes to and from the other host (other_hosts_bytes in the
+#                metrics, comm/traffic.h) over steps 10-40 are bounded by the collectives
+#                that may cross there: the agreements (the final line's count) and the
+#                3 loss reports, 64 bytes each (32 measured). Rank 0 broadcasting its
+#                buffers over the world was 38 KB a step for ResNet-18 (SyncBatchNorm
+#                reducing over it too, on 2 x 2: 300 KB). At the run's end (its outer
+#                step, which averages the groups' buffers) every rank holds the same
+#                parameters and buffers.
 set -euo pipefail
 bin=$1 scenario=$2
 source "$(dirname "$0")/../../support/check_lib.sh"
@@ -97,5 +108,33 @@ case $scenario in
     grep -q "auto-resume: continuing from step $at of" "$work/st.2.log" || { cat "$work/st.2.log"; fail "the resume did not start at step $at"; }
     rel_within ref st 0 || { cat "$work/cmp_ref_st.log"; fail "stopped after step $at and resumed: not bitwise the uninterrupted run"; }
     echo "agreements in 200 steps: $few at --agree-every-s 0.05, $all at 0 (same bits); SIGTERM in step 20 stopped all 4 ranks after step $at (mid-round, exit 75), resumed to the uninterrupted run's bits" ;;
+  buffers)
+    export COMM_FAKE_HOSTS=2
+    dl=(--backend tcp --strategy diloco --inner-steps 1000 --steps 40 --log-every 10 --no-shuffle --lr-schedule constant
+        --max-eval-samples 64)
+    # Rank 0's other_hosts_bytes in the metrics line of step $2 of run $1.
+    at_step() { num "$(grep "\"step\":$2," "$work/$1.jsonl" | sed -En 's/.*"other_hosts_bytes":([0-9]+).*/\1/p')" "$1's other_hosts_bytes at step $2"; }
+    summary=""
+    for spec in "mlp 2 --model mlp --batch-size 16" \
+                "gpt 2 --model gpt --dataset text --gpt-layers 1 --gpt-dim 32 --gpt-heads 2 --seq-len 32 --batch-size 4" \
+                "resnet18 2 --model resnet18 --batch-size 4" \
+                "resnet18_sync_bn 4 --model resnet18 --batch-size 2 --sync-bn"; do
+      read -r name np args <<< "$spec"
+      # shellcheck disable=SC2086
+      run "$name" "$bin/launch" -n "$np" "$bin/train" "${dl[@]}" $args --debug-state-dump "$work/$name.dump"
+      grep -q "DiLoCo(H=1000, 2 groups of $((np / 2))" "$work/$name.log" || fail "$name: not 2 groups of $((np / 2))"
+      agreements=$(final_field "$name" agreements)
+      crossed=$(( $(at_step "$name" 40) - $(at_step "$name" 10) ))
+      bound=$(( (agreements + 3) * 64 ))
+      per_step=$(awk -v b="$crossed" 'BEGIN { printf "%.1f", b / 30 }')
+      echo "$name: $crossed bytes crossed between the hosts in steps 11-40 ($per_step a step; bound $bound: $agreements agreements + 3 loss reports)"
+      ((crossed <= bound)) || fail "$name: $crossed bytes ($per_step a step) crossed between the groups between round ends, over the $bound the agreements and loss reports may take"
+      for ((r = 1; r < np; r++)); do
+        "$bin/compare_runs" --model "$work/$name.dump.rank0.safetensors" "$work/$name.dump.rank$r.safetensors" --rtol 0 > "$work/$name.cmp$r" ||
+          { cat "$work/$name.cmp$r"; fail "$name: rank $r's parameters or buffers differ from rank 0's after the run's outer step"; }
+      done
+      summary+=" $name $per_step B/step;"
+    done
+    echo "between round ends, bytes crossing between the groups:$summary every rank's buffers equal at the end" ;;
   *) fail "unknown scenario $scenario" ;;
 esac

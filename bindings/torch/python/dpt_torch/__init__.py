@@ -104,7 +104,8 @@ def _store_host(store):
 
 def _create_process_group(opts, pg_options):
     """torch.distributed's creator for backend "dpt" (extended API: it gets the group's
-    world ranks and name too, which the mpi transport needs for new_group)."""
+    world ranks and name too, which the mpi transport needs for new_group). Returns a
+    c10d Backend that PyTorch's ProcessGroup dispatches to."""
     if pg_options is not None:
         raise RuntimeError("the dpt backend takes no pg_options")
     return _C.create_group(
@@ -121,4 +122,5 @@ def _create_process_group(opts, pg_options):
 _fill_launch_env_from_mpirun()
 _fill_launch_env_from_slurm()
 if BACKEND_NAME.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND_NAME, _create_process_group, extended_api=True)
+    # CPU tensors, and CUDA tensors staged through pinned host memory (docs/gpu.md).
+    dist.Backend.register_backend(BACKEND_NAME, _create_process_group, extended_api=True, devices=["cpu", "cuda"])
