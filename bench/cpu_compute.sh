@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPT-2 124M training on this CPU (issue 27): our fp32 and bf16 steps against PyTorch 1.13's
+# GPT-2 124M training on this CPU (issue 27): our fp32 and bf16 steps against PyTorch 2.x's
 # fp32 and bf16-autocast steps, and our GEMMs as a fraction of the machine's measured peaks.
 #
 #   ours fp32     build/bin/gpt2_step --precision fp32 (the GEMM engine DPT_GEMM=auto picks,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPT-2 124M training speed against PyTorch 1.13, in one go (issue 17, item 7).
+# GPT-2 124M training speed against PyTorch (the .venv's 2.x), in one go (issue 17, item 7).
 #
 # Workload: batch 4 x sequence 64 per rank, Adam (lr 3e-5), fp32, dropout 0.1 (GPT-2's),
 # random token ids over the 50257 vocabulary (speed does not depend on their values).
@@ -34,7 +34,7 @@ for b in gpt2_step train launch; do
   [[ -x $bin/$b ]] || { echo "gpt2_speed: build $b first (cmake --build build --target gpt2_step train launch)" >&2; exit 2; }
 done
 
-echo "gpt2_speed: $rounds rounds, $steps timed steps after $warmup warm-up steps; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "gpt2_speed: $rounds rounds, $steps timed steps after $warmup warm-up steps; load: $(cut -d' ' -f1-3 /proc/loadavg); torch $("$py" -c "import torch; print(torch.__version__)")"
 for r in $(seq 1 "$rounds"); do
   echo "round $r: ours (1 process)" >&2
   OPENBLAS_NUM_THREADS=2 "$bin/gpt2_step" --size 124M --batch 4 --seq 64 --steps "$steps" --warmup "$warmup" \
@@ -82,7 +82,7 @@ med = {k: statistics.median(v) for k, v in rows.items()}
 each = lambda k, f="{:.1f}": ", ".join(f.format(x) for x in rows[k])
 ratio = lambda a, b: [x / y for x, y in zip(rows[a], rows[b])]
 print()
-print("| GPT-2 124M, batch 4 x 64 tokens per rank, Adam, fp32 | ours | PyTorch 1.13 | ours / PyTorch (per round) |")
+print("| GPT-2 124M, batch 4 x 64 tokens per rank, Adam, fp32 | ours | PyTorch | ours / PyTorch (per round) |")
 print("|---|---|---|---|")
 print(f"| 1 process, 2 threads: tokens/s (mean step) | {med['ours1']:.1f} ({each('ours1')}) | {med['torch1']:.1f} ({each('torch1')}) | "
       f"{statistics.median(ratio('ours1', 'torch1')):.2f}x ({', '.join(f'{x:.2f}' for x in ratio('ours1', 'torch1'))}) |")

@@ -101,7 +101,7 @@ def train(rank, a):
         tokens = torch.randint(0, 50257, (a.batch, a.seq), generator=gen)
         labels = torch.cat([tokens[:, 1:], torch.full((a.batch, 1), -100)], dim=1)
         t0 = time.perf_counter()
-        opt.zero_grad()  # PyTorch 1.13's default: gradients zero-filled, not freed
+        opt.zero_grad()  # PyTorch 2.x's default: gradients freed (set_to_none)
         # --bf16: CPU autocast, as PyTorch users get AMX/AVX512-BF16 (oneDNN bf16 matmuls,
         # fp32 weights and Adam); fp32 otherwise.
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ResNet-18 training steps in PyTorch 1.13 (torchvision), the reference resnet_step.sh
+"""ResNet-18 training steps in PyTorch 2.x (torchvision), the reference resnet_step.sh
 times our train_local against.
 
 Usage: resnet_step.py --threads T --batch B --steps S --stem imagenet|cifar --data DIR [--bf16]

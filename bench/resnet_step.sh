@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# resnet_step.sh: a ResNet-18 training step, ours against PyTorch 1.13, in one run.
+# resnet_step.sh: a ResNet-18 training step, ours against PyTorch 2.x (the .venv), in one run.
 #
 #   bench/resnet_step.sh [--threads 2] [--batch 32] [--steps 30] [--rounds 3]
 #                        [--stem imagenet|cifar] [--build build] [--no-conv]

@@ -319,7 +319,7 @@ WorkRef ProcessGroupDpt::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>
 void ProcessGroupDpt::exchange(OpState& op, const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& recvs) {
   const ErrorContext ctx = comm_->context("alltoall");
   // Below the envelope tag, the top of our user tag range.
-  const int64_t tag = kUnevenAlltoallTag + (uneven_alltoalls_++ % (AnySourceMailbox::kEnvelopeTag - kUnevenAlltoallTag));
+  const int64_t tag = kUnevenAlltoallTag + (uneven_alltoalls_++ % (kMonitoredBarrierTag - kUnevenAlltoallTag));
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     if (recvs[p].numel() > 0) op.pieces.push_back(comm_->irecv(buffer_of(ctx, recvs[p]), p, tag));

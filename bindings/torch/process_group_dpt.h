@@ -14,8 +14,11 @@
 //                `kUnevenAlltoallTag + n` for the group's n-th such call (every rank
 //                counts alike), above the tags PyTorch programs may use.
 //   user tags  - send/recv tags in [0, kMaxTorchTag]; above them, the uneven
-//                all-to-all's and the envelope tag of any-source receives
-//                (any_source_mailbox.h: every send of the group carries an envelope).
+//                all-to-all's, the monitored barrier's and the envelope tag of any-source
+//                receives (any_source_mailbox.h: every send of the group carries an envelope).
+//   monitored barrier - dist.monitored_barrier: every rank reports to rank 0, which names
+//                the ranks that did not arrive in time, then releases the others
+//                (monitored_barrier.cpp). Point-to-point on `kMonitoredBarrierTag + n`.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <atomic>
@@ -31,6 +34,7 @@ class ProcessGroupDpt : public c10d::Backend {
  public:
   static constexpr int64_t kMaxTorchTag = (int64_t{1} << 29) - 1;
   static constexpr int64_t kUnevenAlltoallTag = int64_t{1} << 29;
+  static constexpr int64_t kMonitoredBarrierTag = kUnevenAlltoallTag + (int64_t{1} << 28);
 
   ProcessGroupDpt(std::unique_ptr<Communicator> comm, c10::intrusive_ptr<c10d::Store> store);
   ~ProcessGroupDpt() override;
@@ -74,6 +78,7 @@ class ProcessGroupDpt : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                            const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
@@ -93,11 +98,15 @@ class ProcessGroupDpt : public c10d::Backend {
 
   // Destroyed after the communicator, whose end settles the envelope receives.
   std::unique_ptr<AnySourceMailbox> mailbox_;
+  // Receives and sends a monitored barrier gave up on, with their one-byte buffers: kept
+  // past the communicator, which settles them as it ends (a late peer may complete them).
+  std::vector<std::pair<std::shared_ptr<uint8_t>, WorkPtr>> abandoned_;
   // Declared before the watcher, destroyed after it: the watcher drains first.
   std::unique_ptr<Communicator> comm_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Watcher> watcher_;
   std::atomic<int64_t> uneven_alltoalls_{0};
+  std::atomic<int64_t> monitored_barriers_{0};
   std::atomic<uint64_t> collectives_issued_{0};
 };
 

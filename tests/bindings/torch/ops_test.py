@@ -218,6 +218,9 @@ def main():
         dist.all_reduce(t, group=g)
         same(t, torch.full((4,), float(sum(members))), "new_group")
     dist.barrier()
+    # monitored_barrier (PyTorch 2.x hands it to the backend): every rank arrives in time
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30), wait_all_ranks=True)
     dist.destroy_process_group()
     print(f"ops_test: {checks} checks passed on rank {rank}", flush=True)
     return 0
