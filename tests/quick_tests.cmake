@@ -53,7 +53,6 @@ set(DPT_QUICK_TESTS
   gpt2.hf_reference
   gpt2.train.hf_checkpoint.np2
   gpt2.train.memory_refusal.np4
-  install.find_package_consumer
   launch_env.slurm
   layout.include_rules
   models_batch_norm_emulated

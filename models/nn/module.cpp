@@ -109,6 +109,10 @@ const Tensor& Module::host_output() {
 }
 
 const Tensor& Module::forward(const ModelInput& in, bool training) {
+  if (learn_sample_shape_ && sample_shape_.empty() && !takes_tokens_) {
+    if (in.sample_shape.empty()) throw std::invalid_argument(name_ + ": input without a sample shape");
+    sample_shape_ = in.sample_shape;
+  }
   if (in.sample_shape != sample_shape_ && !takes_tokens_)
     throw std::invalid_argument(name_ + ": input sample shape " + shape_to_string(in.sample_shape) +
                                 " but the model expects " + shape_to_string(sample_shape_));
@@ -144,6 +148,7 @@ const Tensor& Module::forward(const ModelInput& in, bool training) {
     if (hooks_.on_layer_forward_done) hooks_.on_layer_forward_done(i);
   }
   ctx_.input = nullptr;  // the caller's buffers are not ours to keep
+  backward_due_ = training;
   output_ = cur;
   output_spent_ = false;
   have_loss_grad_ = false;
@@ -180,6 +185,24 @@ LossSum Module::loss_sum(const ModelTarget& target, float grad_scale) {
 void Module::backward() {
   if (!have_loss_grad_) throw std::logic_error(name_ + ": backward() without forward() and loss()");
   have_loss_grad_ = false;
+  backward_due_ = false;
+  run_backward(output_spent_ ? output_ : &loss_->grad());
+}
+
+void Module::backward_from(const Tensor& dout) {
+  if (!backward_due_)
+    throw std::logic_error(name_ + ": backward without a training forward since the last backward");
+  if (output_spent_ || have_loss_grad_) throw std::logic_error(name_ + ": backward_from() after loss()");
+  if (dout.shape() != output_->shape())
+    throw std::invalid_argument(name_ + ": the output gradient has shape " + shape_to_string(dout.shape()) +
+                                ", the output " + shape_to_string(output_->shape()));
+  if (dout.on_cuda() != output_->on_cuda())
+    throw std::invalid_argument(name_ + ": the output gradient is not where the output is");
+  backward_due_ = false;
+  run_backward(&dout);
+}
+
+void Module::run_backward(const Tensor* g) {
   const GemmPrecisionScope gemm_scope(gemm_precision_);
   const ParamStore::BackwardScope in_backward(store_);
   store_.device_grads_updated();  // device-resident: host gradients stale from here on
@@ -191,7 +214,6 @@ void Module::backward() {
     if (fp16() && !cuda_) round_to_f16(store_.grad_span(p));
     if (hooks_.on_grad_ready) hooks_.on_grad_ready(info);
   });
-  const Tensor* g = output_spent_ ? output_ : &loss_->grad();
   for (size_t i = layers_.size(); i-- > 0;) {
     if (hooks_.on_layer_backward) hooks_.on_layer_backward(i);
     if (fp16()) round_produced_to_f16(*g);

@@ -127,6 +127,10 @@ class Module {
   LossSum loss_sum(const ModelTarget& target, float grad_scale);
   // Accumulates parameter gradients from the last loss() and fires the hooks.
   void backward();
+  // The same from a gradient of the last forward's output that the caller computed
+  // (a free-standing loss, dpt/nn.h): `dout` has the output's shape, in host memory.
+  // Refused without a training forward since the last backward, or after loss().
+  void backward_from(const Tensor& dout);
   // forward + loss + backward.
   float train_step(const ModelInput& in, const ModelTarget& target, float grad_scale = 1.0f);
   const Tensor& output() const;
@@ -159,6 +163,15 @@ class Module {
     layers_.push_back(std::move(layer));
     return ref;
   }
+  // A layer built elsewhere (the public API's layer descriptions, api/).
+  Layer& add_built_layer(std::unique_ptr<Layer> layer) {
+    layers_.push_back(std::move(layer));
+    return *layers_.back();
+  }
+  // A model whose sample shape is learned from its first forward (the public API's
+  // models: their layers know their sizes, so the shape is not given twice); later
+  // forwards must match it.
+  void learn_sample_shape() { learn_sample_shape_ = true; }
   // Call once at the end of a model's constructor: allocates and initialises the
   // flat buffers and derives the layer infos and per-parameter use counts.
   void finalize(std::unique_ptr<Loss> loss);
@@ -171,6 +184,10 @@ class Module {
   uint64_t seed_;
   std::vector<int64_t> sample_shape_;
   bool takes_tokens_;
+  bool learn_sample_shape_ = false;
+  bool backward_due_ = false;  // a training forward since the last backward
+  // The backward loop from gradient g of the output.
+  void run_backward(const Tensor* g);
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<LayerInfo> layer_infos_;
   std::vector<int> use_counts_;
