@@ -125,3 +125,7 @@ void Model::load(const std::string& path) {
 ParameterSet Model::parameters() { return ParameterSet(impl_.get()); }
 
 }  // namespace dpt::nn
+
+namespace dpt {
+std::unique_ptr<Module> take_module(nn::Model model) { return std::move(model.impl().module); }
+}  // namespace dpt

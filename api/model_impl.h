@@ -36,3 +36,8 @@ struct dpt::nn::Model::Impl : dpt::ParameterSet::Owner {
   void step(float lr, const std::string& who) override;
   int64_t step_count() const override { return optimizer ? optimizer->step_count() : 0; }
 };
+
+namespace dpt {
+// The internal module of a public model, for a trainer that takes it over (dpt::train_main).
+std::unique_ptr<Module> take_module(nn::Model model);
+}  // namespace dpt

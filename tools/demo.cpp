@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace po = boost::program_options;
 

@@ -20,7 +20,7 @@
 #include "models/zoo/generate.h"
 #include "models/zoo/gpt2.h"
 #include "models/zoo/models.h"
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace po = boost::program_options;
 

@@ -29,7 +29,7 @@
 #include "data/documents.h"
 #include "data/text_corpus.h"
 #include "data/tokenizer/tokenizer.h"
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace po = boost::program_options;
 using dpt::tokenizer::Gpt2Tokenizer;

@@ -25,7 +25,7 @@
 #include "data/read_file.h"
 #include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/utf8.h"
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace po = boost::program_options;
 using dpt::for_each_line;

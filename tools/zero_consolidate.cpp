@@ -15,7 +15,7 @@
 
 #include "models/io/checkpoint.h"
 #include "parallel/optimizer_shards.h"
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace fs = std::filesystem;
 namespace po = boost::program_options;

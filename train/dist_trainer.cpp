@@ -40,7 +40,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // ZeRO-3 builds only this rank's shard of the parameters (param_store.h), so no rank
 // ever holds the whole model; not under --elastic, where a re-formed group of another
 // size needs the whole model on every rank (dist_trainer_elastic.cpp).
-bool builds_sharded(const DistTrainConfig& c) { return c.parallel.zero_stage == 3 && !c.elastic; }
+bool builds_sharded(const DistTrainConfig& c) { return c.parallel.zero_stage == 3 && !c.elastic && !c.make_model; }
 
 // What the job will hold per rank (memory_check.h): gpt2 from its shape (`built` may be
 // null), any other model from the built one (no activation estimate: they are small).
@@ -77,21 +77,26 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
                         detect_launch().local_size, !config_.elastic_join);
   };
   if (config_.model == "gpt2") check_memory();
-  std::string ds = config_.dataset.empty() ? default_dataset(config_.model) : config_.dataset;
-  if (ds == "synthetic") ds = config_.model == "toy" ? "synthetic-regression" : "synthetic-classification";
-  if (const std::string note = dataset_note(config_.model, ds); !note.empty() && comm.rank() == 0)
-    std::printf("%s\n", note.c_str()), std::fflush(stdout);
-  DatasetOptions opts;
-  opts.path = config_.data_dir;
-  opts.jsonl_field = config_.jsonl_field;
-  opts.tokenizer_dir = config_.tokenizer_dir;
-  opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
-  opts.val_fraction = config_.val_fraction;
-  opts.val_path = config_.val_file;
-  opts.image = config_.image;
-  train_ = make_dataset(ds, Split::train, opts);
-  opts.image.augment = Augment::none;  // held-out data is never augmented
-  test_ = make_dataset(ds, Split::test, opts);
+  if (config_.make_dataset) {
+    train_ = config_.make_dataset(Split::train);
+    test_ = config_.make_dataset(Split::test);
+  } else {
+    std::string ds = config_.dataset.empty() ? default_dataset(config_.model) : config_.dataset;
+    if (ds == "synthetic") ds = config_.model == "toy" ? "synthetic-regression" : "synthetic-classification";
+    if (const std::string note = dataset_note(config_.model, ds); !note.empty() && comm.rank() == 0)
+      std::printf("%s\n", note.c_str()), std::fflush(stdout);
+    DatasetOptions opts;
+    opts.path = config_.data_dir;
+    opts.jsonl_field = config_.jsonl_field;
+    opts.tokenizer_dir = config_.tokenizer_dir;
+    opts.seq_len = static_cast<size_t>(config_.model_config.seq_len);
+    opts.val_fraction = config_.val_fraction;
+    opts.val_path = config_.val_file;
+    opts.image = config_.image;
+    train_ = make_dataset(ds, Split::train, opts);
+    opts.image.augment = Augment::none;  // held-out data is never augmented
+    test_ = make_dataset(ds, Split::test, opts);
+  }
   token_mean_ = train_->has_ignored_targets();
   // The model's input channels and image size come from the data (as in train_local).
   adapt_model_to_images(*train_, config_.model_config);
@@ -101,7 +106,16 @@ DistTrainer::DistTrainer(DistTrainConfig config, Communicator& comm) : config_(s
     model_config.resident_rank = comm.rank();
     model_config.resident_world = comm.size();
   }
-  model_ = make_model(config_.model, model_config);
+  model_ = config_.make_model ? config_.make_model(model_config) : make_model(config_.model, model_config);
+  // A model that learns its input shape at its first forward (the public API's) learns it
+  // from the data now: the configuration printed before training shows it, and a model
+  // that does not fit the data fails here, before any collective.
+  if (model_->learns_sample_shape()) {
+    Batch probe;
+    const size_t first = 0;
+    train_->fill(std::span<const size_t>(&first, 1), probe);
+    model_->adopt_sample_shape(probe.sample_shape);
+  }
   // Every rank reads the file (a sharded build keeps its shard of each tensor); before
   // the device copy, the strategy and the first collective, so a refusal stops every rank alike.
   if (!config_.init_from.empty()) {

@@ -49,7 +49,12 @@
 namespace dpt {
 
 struct DistTrainConfig {
-  std::string model = "mlp";
+  std::string model = "mlp";     // a built-in model's name (make_model), or the name of the caller's
+  // A model and data of the caller's (the public API's dpt::train_main, dpt/trainer.h),
+  // built by these instead of by name: the model on every rank from model_config (its seed),
+  // never sharded (ZeRO-3 shards it after it is built whole); the data's two splits.
+  std::function<std::unique_ptr<Module>(const ModelConfig&)> make_model;
+  std::function<std::unique_ptr<Dataset>(Split)> make_dataset;
   std::string dataset;           // empty: the model's (default_dataset: text-docs for gpt2, text for gpt, ...)
   std::string data_dir;
   std::string jsonl_field;       // text-docs: the documents are this field of JSON lines

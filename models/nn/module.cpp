@@ -72,6 +72,12 @@ void Module::to_cuda(int device_index) {
   cuda_ = true;
 }
 
+void Module::adopt_sample_shape(std::vector<int64_t> shape) {
+  if (!learns_sample_shape()) throw std::logic_error(name_ + ": adopt_sample_shape on a model whose shape is fixed");
+  if (shape.empty()) throw std::invalid_argument(name_ + ": an empty sample shape");
+  sample_shape_ = std::move(shape);
+}
+
 void Module::set_compute_precision(ComputePrecision p) { ctx_.precision = p; }
 
 void Module::zero_grad() {

@@ -142,6 +142,10 @@ class Module {
 
   // Shape of one input sample: [C, H, W], [features] or [T] (token ids).
   const std::vector<int64_t>& sample_shape() const { return sample_shape_; }
+  // A model that learns its sample shape (learn_sample_shape below) and has not yet:
+  // take `shape` now (a trainer, from its data).
+  bool learns_sample_shape() const { return learn_sample_shape_ && sample_shape_.empty(); }
+  void adopt_sample_shape(std::vector<int64_t> shape);
   bool takes_tokens() const { return takes_tokens_; }
   const Loss& loss_fn() const { return *loss_; }
 

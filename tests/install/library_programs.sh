@@ -5,7 +5,8 @@
 #   2. each public header compiles on its own with nothing but that prefix on the include path;
 #   3. the programs of docs/library.md (examples/) build with find_package(dpt) and run:
 #      the tutorial's demos on 2 ranks under mpirun (where MPI is built) and under the
-#      installed launch, the custom layer alone, the residual network with a backend switch.
+#      installed launch, the custom layer alone, the residual network with a backend switch,
+#      and a model and data of the user's through dpt::train_main.
 # Args: <build dir> <source dir> <ON|OFF: this build has the mpi backend>
 set -euo pipefail
 build=$1
@@ -60,4 +61,5 @@ fi
 run "Finished running basic DDP example on rank 1" "$prefix/bin/launch" -n 2 "$work/examples/ddp_basic"
 run "Finished running DDP checkpoint example on rank 1" "$prefix/bin/launch" -n 2 "$work/examples/ddp_checkpoint"
 run "gradcheck: passed" "$work/examples/custom_layer"
+run "steps=5 world_size=2" "$prefix/bin/launch" -n 2 "$work/examples/train_residual" --steps 5 --max-eval-samples 64
 echo "library programs: all passed"

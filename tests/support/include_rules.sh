@@ -45,7 +45,7 @@ if [[ ${1:-} == --selftest ]]; then
                'comm/h.cpp:#include "models/nn/tensor.h"' 'device/i.cpp:#include <comm/types.h>' \
                'parallel/j.cpp:#include "train/dist_trainer.h"' 'parallel/k.cpp:#include "parallel/zero/zero.h"' \
                'optim/l.cpp:#include "comm/communicator.h"' 'backends/m.cpp:#include "models/nn/tensor.h"' \
-               'train/n.cpp:#include "tools/cli.h"' 'models/zoo/o.cpp:#include <torch/torch.h>'; do
+               'train/n.cpp:#include "api/cli/cli.h"' 'models/zoo/o.cpp:#include <torch/torch.h>'; do
     file=${plant%%:*} line=${plant#*:}
     echo "$line" > "$tmp/$file"
     if "$self" "$tmp" > "$tmp/out.log"; then echo "selftest: not caught: $file: $line"; bad=1

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace dpt::bench {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "comm/env.h"
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace launch {
 

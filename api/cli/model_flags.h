@@ -12,8 +12,8 @@
 #include <string>
 
 #include "models/nn/model_config.h"
-#include "tools/cli.h"
-#include "tools/gpt2_flags.h"
+#include "api/cli/cli.h"
+#include "api/cli/gpt2_flags.h"
 
 namespace dpt::tools {
 

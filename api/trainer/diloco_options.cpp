@@ -1,4 +1,4 @@
-#include "tools/train/diloco_options.h"
+#include "api/trainer/diloco_options.h"
 
 #include <stdexcept>
 #include <string>

@@ -5,7 +5,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace dpt::tools {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tools/cli.h"
+#include "api/cli/cli.h"
 
 namespace dpt::tools {
 

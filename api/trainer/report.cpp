@@ -1,5 +1,5 @@
 // What train prints and writes (report.h).
-#include "tools/train/report.h"
+#include "api/trainer/report.h"
 
 #include <unistd.h>
 
@@ -15,9 +15,9 @@
 #include "models/kernels/cpu/gemm_choice.h"
 #include "parallel/ddp/powersgd.h"
 #include "parallel/diloco/diloco_strategy.h"
-#include "tools/figures.h"
-#include "tools/image_flags.h"
-#include "tools/run_flags.h"
+#include "api/cli/figures.h"
+#include "api/cli/image_flags.h"
+#include "api/cli/run_flags.h"
 #include "train/trainer_common.h"
 
 namespace train {
@@ -142,7 +142,9 @@ dpt::TrainCallbacks Reporter::callbacks(std::function<void(int64_t, const char*)
       open_metrics();
       if (tty_) std::printf("\r\033[K");
       // How much of the held-out set was evaluated: all, or the --max-eval-samples cap.
-      const std::string dataset = o_.cfg.dataset.empty() ? dpt::default_dataset(o_.cfg.model) : o_.cfg.dataset;
+      const std::string dataset = o_.cfg.make_dataset     ? trainer_.held_out_set().name()
+                                  : o_.cfg.dataset.empty() ? dpt::default_dataset(o_.cfg.model)
+                                                           : o_.cfg.dataset;
       const std::string covered = dpt::tools::eval_coverage(e.samples, trainer_.held_out_set().size(), dataset);
       if (e.accuracy) std::printf("eval  step %lld: test_loss %.4f test_acc %.4f (%s)\n", (long long)step, e.loss, *e.accuracy, covered.c_str());
       else std::printf("eval  step %lld: val_loss %.4f (%s)\n", (long long)step, e.loss, covered.c_str());

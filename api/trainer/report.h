@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "tools/train/options.h"
+#include "api/trainer/options.h"
 #include "train/dist_trainer.h"
 
 namespace train {

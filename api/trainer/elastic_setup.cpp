@@ -1,4 +1,4 @@
-#include "tools/train/elastic_setup.h"
+#include "api/trainer/elastic_setup.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -12,9 +12,9 @@
 #include "data/image_transform.h"
 #include "data/make_dataset.h"
 #include "models/zoo/models.h"
-#include "tools/cli.h"
-#include "tools/doc_flags.h"
-#include "tools/image_flags.h"
+#include "api/cli/cli.h"
+#include "api/cli/doc_flags.h"
+#include "api/cli/image_flags.h"
 #include "train/trainer_common.h"
 
 namespace dpt::tools {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "comm/store/store.h"
-#include "tools/cli.h"
-#include "tools/data_flags.h"
-#include "tools/model_flags.h"
+#include "api/cli/cli.h"
+#include "api/cli/data_flags.h"
+#include "api/cli/model_flags.h"
 #include "train/dist_trainer.h"
 
 namespace train {
@@ -26,6 +26,11 @@ struct SignalHit {
 };
 
 struct Options {
+  // dpt::train_main's caller (dpt/trainer.h): the program's name, and its own model's name
+  // (empty: --model names a built-in one) and whether it brings its own data.
+  std::string program = "train";
+  std::string user_model;
+  bool user_data = false;
   dpt::DistTrainConfig cfg;
   std::string backend, algo, precision, grad_compress, device, device_buckets, optimizer_device, overlap_comm;
   std::string metrics_out, config_file;

@@ -3,7 +3,7 @@
 // StrategyConfig::diloco and refused, naming the flag, where they cannot work.
 #include <boost/program_options.hpp>
 
-#include "tools/train/options.h"
+#include "api/trainer/options.h"
 
 namespace train {
 

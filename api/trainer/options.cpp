@@ -1,7 +1,7 @@
 // train's flags and their checks (options.h).
-#include "tools/train/options.h"
+#include "api/trainer/options.h"
 
-#include "tools/train/diloco_options.h"
+#include "api/trainer/diloco_options.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -20,10 +20,10 @@
 
 #include "backends/registry.h"
 #include "comm/error.h"
-#include "tools/model_data_check.h"
-#include "tools/optim_flags.h"
-#include "tools/run_flags.h"
-#include "tools/train/elastic_setup.h"
+#include "api/cli/model_data_check.h"
+#include "api/cli/optim_flags.h"
+#include "api/cli/run_flags.h"
+#include "api/trainer/elastic_setup.h"
 #include "train/trainer_common.h"
 
 namespace po = boost::program_options;
@@ -142,6 +142,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
   c.log_every = 50;
   c.dataset.clear();
   c.data_dir.clear();
+  if (!o.user_model.empty()) c.model = o.user_model;  // --help shows it as the default
   auto& d = cli.flags();
   cli.config_file_flag("config");
   dpt::tools::add_model_options(d, c.model, c.model_config, o.model);
@@ -195,7 +196,30 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
   add_diloco_options(d, o);
 }
 
+// check_options' two halves: the model and data flags of the built-in models and data,
+// then the run's own flags (parallelism, precision, checkpoints, test hooks).
+void check_builtin_model_data(Options& o, const po::variables_map& vm);
+void check_run_options(Options& o, const po::variables_map& vm);
+
 void check_options(Options& o, const po::variables_map& vm) {
+  auto given = [&vm](const char* flag) { return vm.count(flag) && !vm[flag].defaulted(); };
+  if (!o.user_model.empty() && given("model") && o.cfg.model != o.user_model)
+    throw std::invalid_argument("--model " + o.cfg.model + ": " + o.program + " trains its own model, " + o.user_model);
+  if (o.user_data)
+    for (const char* flag : {"dataset", "data-dir", "data-file"})
+      if (given(flag))
+        throw std::invalid_argument(std::string("--") + flag + ": " + o.program + " trains on its own data");
+  if (!o.user_model.empty() && o.user_data) {
+    // Nothing of the built-in models and data applies: only the run's own flags.
+    dpt::tools::apply_model_options(o.cfg.model, vm, o.model, o.cfg.model_config);
+    dpt::tools::apply_run_options(vm, "", o.cfg.max_eval_samples);
+  } else {
+    check_builtin_model_data(o, vm);
+  }
+  check_run_options(o, vm);
+}
+
+void check_builtin_model_data(Options& o, const po::variables_map& vm) {
   dpt::tools::apply_model_options(o.cfg.model, vm, o.model, o.cfg.model_config);
   // gpt2 reads Hugging Face's layout while the model is built; the others load a model
   // checkpoint into the built model (train/init_from.h).
@@ -209,7 +233,13 @@ void check_options(Options& o, const po::variables_map& vm) {
   dpt::tools::apply_val_flags(o.data.docs, vm, o.cfg.dataset, o.cfg.val_fraction, o.cfg.val_file);
   dpt::tools::apply_run_options(vm, o.cfg.dataset.empty() ? dpt::default_dataset(o.cfg.model) : o.cfg.dataset,
                                 o.cfg.max_eval_samples);
-  dpt::tools::check_model_data(o.cfg.model, o.cfg.model_config.vocab, o.cfg.dataset, o.cfg.data_dir, o.data.docs.data_file);
+  // A caller's own data is checked by its dataset; a built-in model on it needs none of this.
+  if (!o.user_data)
+    dpt::tools::check_model_data(o.cfg.model, o.cfg.model_config.vocab, o.cfg.dataset, o.cfg.data_dir,
+                                 o.data.docs.data_file);
+}
+
+void check_run_options(Options& o, const po::variables_map& vm) {
   if (o.zero < 0 || o.zero > 3) throw std::invalid_argument("--zero " + std::to_string(o.zero) + ": valid stages are 0, 1, 2, 3");
   if (o.overlap_comm != "on" && o.overlap_comm != "off") throw std::invalid_argument("--overlap-comm '" + o.overlap_comm + "': valid are on, off");
   if (o.precision == "fp32") o.cfg.parallel.precision = dpt::DType::f32;
