@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/launch_env.h"
+#include "comm/launch/launch_env.h"
 #include "dpt/init.h"
 
 namespace dpt {

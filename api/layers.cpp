@@ -110,6 +110,25 @@ Layer Residual(const Sequential& body, const Sequential& shortcut) {
 }
 Layer Residual(const Sequential& body) { return Residual(body, Sequential{}); }
 
+Layer Inputs(const std::vector<Input>& inputs) {
+  if (inputs.empty()) throw std::invalid_argument("dpt::nn::Inputs: no inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Input& in = inputs[i];
+    if (in.name.empty() || in.name.find('.') != std::string::npos)
+      throw std::invalid_argument("dpt::nn::Inputs: input name '" + in.name + "' (non-empty, without dots)");
+    for (size_t j = 0; j < i; ++j)
+      if (inputs[j].name == in.name) throw std::invalid_argument("dpt::nn::Inputs: a second input named '" + in.name + "'");
+    if (in.shape.empty()) throw std::invalid_argument("dpt::nn::Inputs: input '" + in.name + "' has no shape");
+    for (int64_t d : in.shape) positive("Inputs", ("input '" + in.name + "' dimension").c_str(), d);
+    if (in.layers.size() == 0) throw std::invalid_argument("dpt::nn::Inputs: input '" + in.name + "' has no layers");
+  }
+  return make("Inputs", [inputs](::dpt::ParamStore& s, const std::string& n) {
+    std::vector<::dpt::InputsBlock::Branch> branches;
+    for (const Input& in : inputs) branches.push_back({in.shape, build_block(in.layers, s, ::dpt::join_name(n, in.name))});
+    return std::unique_ptr<::dpt::Layer>(std::make_unique<::dpt::InputsBlock>(n, std::move(branches)));
+  });
+}
+
 Layer Custom(std::shared_ptr<CustomLayer> layer) {
   if (!layer) throw std::invalid_argument("dpt::nn::Custom: a null layer");
   return make("Custom", [layer](::dpt::ParamStore& s, const std::string& n) {

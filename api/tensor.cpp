@@ -72,4 +72,26 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
 
 std::string Tensor::shape_text() const { return text(shape_); }
 
+Tensor Tensor::concat_samples(const std::vector<Tensor>& parts) {
+  if (parts.empty()) throw std::invalid_argument("dpt::nn::Tensor::concat_samples: no tensors");
+  const int64_t n = parts[0].shape_.empty() ? -1 : parts[0].shape_[0];
+  size_t per = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].shape_.empty() || parts[i].shape_[0] != n)
+      throw std::invalid_argument("dpt::nn::Tensor::concat_samples: tensor " + std::to_string(i) + " has shape " +
+                                  parts[i].shape_text() + ", tensor 0 " + parts[0].shape_text() +
+                                  " (the same batch size first)");
+    per += n > 0 ? parts[i].numel() / size_t(n) : 0;
+  }
+  Tensor out({n, int64_t(per)});
+  size_t at = 0;
+  for (const Tensor& p : parts) {
+    const size_t k = n > 0 ? p.numel() / size_t(n) : 0;
+    for (int64_t s = 0; s < n; ++s)
+      std::copy(p.data() + size_t(s) * k, p.data() + size_t(s + 1) * k, out.data() + size_t(s) * per + at);
+    at += k;
+  }
+  return out;
+}
+
 }  // namespace dpt::nn

@@ -27,7 +27,7 @@
 
 #include "backends/registry.h"
 #include "comm/communicator.h"
-#include "comm/launch_env.h"
+#include "comm/launch/launch_env.h"
 
 namespace dpt::backends {
 

@@ -6,9 +6,9 @@
 #include <stdexcept>
 
 #include "backends/registration.h"
-#include "comm/env.h"
-#include "comm/launch_env.h"
-#include "comm/log.h"
+#include "comm/launch/env.h"
+#include "comm/launch/launch_env.h"
+#include "comm/net/log.h"
 
 namespace dpt::backends {
 

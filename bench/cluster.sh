@@ -3,7 +3,7 @@
 # lives in a namespace of its own (the "switch"), so nothing touches the machine's own
 # network. Each host's link is shaped in both directions with tc TBF at RATE (this
 # kernel has no netem: no added delay). A namespace is a host for the communicators
-# (comm/host_identity.h), so the hierarchical algorithms see H hosts.
+# (comm/launch/host_identity.h), so the hierarchical algorithms see H hosts.
 #
 #   source bench/cluster.sh
 #   cluster_up H RATE        e.g. cluster_up 4 1gbit   (RATE "" = unshaped)

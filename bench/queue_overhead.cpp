@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "comm/collective_queue.h"
+#include "comm/dispatch/collective_queue.h"
 
 namespace {
 

@@ -5,13 +5,13 @@
 
 #include "comm/algorithms/registry.h"
 #include "comm/algorithms/selector.h"
-#include "comm/collective_queue.h"
-#include "comm/collective_fingerprint.h"
+#include "comm/dispatch/collective_queue.h"
+#include "comm/dispatch/collective_fingerprint.h"
 #include "comm/device/device_reduce.h"
 #include "comm/device/staging.h"
-#include "comm/env.h"
+#include "comm/launch/env.h"
 #include "comm/reduce_kernels.h"
-#include "comm/subgroup_communicator.h"
+#include "comm/dispatch/subgroup_communicator.h"
 
 namespace dpt {
 

@@ -6,7 +6,7 @@
 // MPI and NCCL. Every call has an *_async form returning a Work; the plain form waits.
 // A plain (blocking) call on host buffers that finds the worker idle and nothing queued
 // runs on the calling thread instead, and a thread waiting on a queued collective runs
-// the queue up to it itself (comm/collective_queue.h): same order, same errors, and no
+// the queue up to it itself (comm/dispatch/collective_queue.h): same order, same errors, and no
 // thread wake-up per collective, which is most of a small collective's latency.
 //
 // Conventions (NCCL's): in-place is send.data == recv.data; for allgather in-place means
@@ -27,7 +27,7 @@
 
 #include "comm/algorithms/algo.h"
 #include "comm/error.h"
-#include "comm/topology.h"
+#include "comm/launch/topology.h"
 #include "comm/traffic.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -83,10 +83,10 @@ struct CommOptions {
   Millis timeout{std::chrono::seconds(300)};
   AlgoThresholds thresholds;
   // Compare a fingerprint of every collective across ranks before running it
-  // (comm/collective_fingerprint.h): a mismatch becomes MismatchError, not a hang.
+  // (comm/dispatch/collective_fingerprint.h): a mismatch becomes MismatchError, not a hang.
   bool debug_collectives = false;
   // A thread waiting on a queued collective runs it (and those before it) itself
-  // instead of the worker thread (comm/collective_queue.h, "driver").
+  // instead of the worker thread (comm/dispatch/collective_queue.h, "driver").
   bool waiters_run = true;
   // Defaults from COMM_ALGO, COMM_TIMEOUT_S, every registered algorithm's threshold
   // variable (COMM_RD_MAX_BYTES, COMM_TREE_MAX_BYTES, ...), COMM_SEGMENT_BYTES,
@@ -107,7 +107,7 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   int rank() const { return rank_; }
-  // Who ran this communicator's collectives so far (comm/collective_queue.h).
+  // Who ran this communicator's collectives so far (comm/dispatch/collective_queue.h).
   QueueStats queue_stats() const;
   int size() const { return size_; }
   virtual std::string backend_name() const = 0;
@@ -167,7 +167,7 @@ class Communicator {
   void abort(const std::string& reason);
   bool aborted() const { return aborted_.load(); }
 
-  // Which ranks share a host (comm/topology.h). The backend sets it when it builds the
+  // Which ranks share a host (comm/launch/topology.h). The backend sets it when it builds the
   // communicator (from every rank's host_id_digest, after COMM_FAKE_HOSTS); a split
   // inherits its parent's; one host when the backend does not know.
   const Topology& topology() const { return topology_; }

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "data/cifar10.h"
-#include "data/fashion_mnist.h"
+#include "data/images/cifar10.h"
+#include "data/images/fashion_mnist.h"
 #include "data/synthetic.h"
-#include "data/text_corpus.h"
-#include "data/text_docs.h"
+#include "data/text/text_corpus.h"
+#include "data/text/text_docs.h"
 
 namespace dpt {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "data/image_transform.h"
+#include "data/images/image_transform.h"
 
 namespace dpt {
 

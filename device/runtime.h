@@ -24,7 +24,7 @@
 
 namespace dpt::device {
 
-// The variable that turns emulation on (comm/env.h lists it with the other knobs).
+// The variable that turns emulation on (comm/launch/env.h lists it with the other knobs).
 inline constexpr const char* kEmulateDeviceVar = "DPT_EMULATE_DEVICE";
 
 // No usable device, a CUDA call that failed, or a device buffer where none can exist.

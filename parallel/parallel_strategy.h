@@ -46,7 +46,7 @@ struct OptimizerRange {
 };
 
 // Elastic re-forming (docs/elastic.md). Where training stands: the step completed, the
-// epoch and the sample position in its order (data/sampler.h).
+// epoch and the sample position in its order (data/loading/sampler.h).
 struct ElasticProgress {
   int64_t step = -1;  // -1: no state (a newcomer)
   int epoch = 0;

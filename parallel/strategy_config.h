@@ -47,7 +47,7 @@ struct DilocoConfig {
   float outer_momentum = 0.9f;  // Nesterov; 0: plain SGD on the pseudo-gradient
   DType outer_dtype = DType::f32;  // the pseudo-gradient on the wire: f32, bf16 or f16
   // Ranks per inner group (synchronous DDP among them): 0 = the ranks of one host
-  // (comm/topology.h), 1 = every rank its own worker, N = consecutive blocks of N.
+  // (comm/launch/topology.h), 1 = every rank its own worker, N = consecutive blocks of N.
   int group_size = 0;
   // 0: the exchange blocks at the round's end. D > 0: it runs during the next D inner
   // steps and is applied after them, keeping the D steps' progress (delayed outer step).

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "comm/env.h"
-#include "comm/launch_env.h"
+#include "comm/launch/env.h"
+#include "comm/launch/launch_env.h"
 #include "device/runtime.h"
 #include "tools/comm_bench/check.h"
 #include "tools/comm_bench/layout.h"

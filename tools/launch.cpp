@@ -5,7 +5,7 @@
 //
 // Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 // (a free port unless given), and COMM_JOB_TOKEN: the caller's, or a fresh random secret
-// when unset, so the job's connections are authenticated (comm/job_token.h). Every line
+// when unset, so the job's connections are authenticated (comm/store/job_token.h). Every line
 // a rank prints is prefixed "[rank r] " (stdout to stdout, stderr to stderr, whole lines
 // only, so ranks never interleave mid-line). When a rank fails (non-zero exit or a
 // signal) the others get SIGTERM, then SIGKILL after the grace period; launch says which
@@ -24,7 +24,7 @@
 #include <memory>
 #include <string>
 
-#include "comm/env.h"
+#include "comm/launch/env.h"
 #include "comm/store/job_token.h"
 #include "tools/launch/cpu_binding.h"
 #include "tools/launch/elastic_role.h"

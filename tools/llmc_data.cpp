@@ -8,7 +8,7 @@
 // (magic 20240520, version 1, the token count, the rest 0), then the tokens as uint16.
 // As llm.c's own data scripts do, each document is preceded by <|endoftext|> (50256), so
 // the file starts with it. The documents are read as train's text-docs reads them
-// (data/documents.h: the fortunes directory by default) and split by the same rule:
+// (data/text/documents.h: the fortunes directory by default) and split by the same rule:
 // document i (0-based, file order) is validation when floor((i+1) f) > floor(i f).
 #include <boost/program_options.hpp>
 
@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "data/data_error.h"
-#include "data/documents.h"
-#include "data/text_corpus.h"
+#include "data/text/documents.h"
+#include "data/text/text_corpus.h"
 #include "data/tokenizer/tokenizer.h"
 #include "api/cli/cli.h"
 

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "data/data_error.h"
-#include "data/lines.h"
-#include "data/read_file.h"
+#include "data/text/lines.h"
+#include "data/files/read_file.h"
 #include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/utf8.h"
 #include "api/cli/cli.h"

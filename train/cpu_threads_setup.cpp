@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/env.h"
-#include "comm/launch_env.h"
+#include "comm/launch/env.h"
+#include "comm/launch/launch_env.h"
 #include "models/kernels/cpu/gemm.h"
 
 namespace dpt {

@@ -1,8 +1,8 @@
 #pragma once
 // The compute threads of a training process, planned and applied before it does any work
-// (comm/thread_plan.h says how they are chosen): every program that trains or runs
+// (comm/launch/thread_plan.h says how they are chosen): every program that trains or runs
 // products calls setup_cpu_threads first thing in main, before any backend starts.
-#include "comm/thread_plan.h"
+#include "comm/launch/thread_plan.h"
 
 namespace dpt {
 

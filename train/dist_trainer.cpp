@@ -12,10 +12,10 @@
 #include <stdexcept>
 
 #include "comm/device/staging.h"
-#include "comm/launch_env.h"
-#include "data/loader.h"
+#include "comm/launch/launch_env.h"
+#include "data/loading/loader.h"
 #include "data/make_dataset.h"
-#include "data/sampler.h"
+#include "data/loading/sampler.h"
 #include "device/runtime.h"
 #include "models/io/checkpoint.h"
 #include "models/kernels/cpu/gemm.h"

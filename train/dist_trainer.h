@@ -32,7 +32,7 @@
 #include "comm/communicator.h"
 #include "comm/store/elastic_membership.h"
 #include "data/dataset.h"
-#include "data/image_transform.h"
+#include "data/images/image_transform.h"
 #include "models/nn/model_config.h"
 #include "models/nn/module.h"
 #include "models/io/safetensors.h"
@@ -339,7 +339,7 @@ class DistTrainer {
   int64_t step_ = 0;
   mutable int64_t last_saved_step_ = -1;  // the step of the newest checkpoint this run wrote
   int epoch_ = 0;
-  size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/sampler.h)
+  size_t position_ = 0;          // samples of epoch_'s order consumed by all ranks together (data/loading/sampler.h)
   int64_t switch_at_ = -1;
   std::function<std::unique_ptr<Communicator>()> make_switch_;
   std::unique_ptr<Communicator> owned_comm_;

@@ -244,7 +244,7 @@ bool DistTrainer::load_latest_checkpoint() {
                         required_int(meta, "loss_scale_skipped_steps", model_path)});
   }
   epoch_ = int(required_int(meta, "epoch", model_path));
-  // Where the epoch's order stands: exact at any world size (data/sampler.h's start).
+  // Where the epoch's order stands: exact at any world size (data/loading/sampler.h's start).
   if (meta.count("sample_position")) {
     position_ = size_t(required_int(meta, "sample_position", model_path));
   } else {  // written before sample_position existed: the same world size is assumed

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "comm/error.h"
-#include "data/loader.h"
-#include "data/sampler.h"
+#include "data/loading/loader.h"
+#include "data/loading/sampler.h"
 #include "models/io/checkpoint.h"
 #include "train/dist_trainer.h"
 #include "train/stop_signals.h"

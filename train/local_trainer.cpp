@@ -7,10 +7,10 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "data/loader.h"
+#include "data/loading/loader.h"
 #include "data/make_dataset.h"
-#include "data/sampler.h"
-#include "data/text_corpus.h"
+#include "data/loading/sampler.h"
+#include "data/text/text_corpus.h"
 #include "models/io/checkpoint.h"
 #include "models/zoo/generate.h"
 #include "models/zoo/models.h"

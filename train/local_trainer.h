@@ -23,7 +23,7 @@
 
 #include "data/batch.h"
 #include "data/dataset.h"
-#include "data/image_transform.h"
+#include "data/images/image_transform.h"
 #include "models/kernels/cpu/gemm.h"
 #include "models/nn/model_config.h"
 #include "models/nn/module.h"

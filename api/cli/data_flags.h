@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "data/image_transform.h"
+#include "data/images/image_transform.h"
 #include "data/make_dataset.h"
 #include "models/zoo/models.h"
 #include "api/cli/cli.h"

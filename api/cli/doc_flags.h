@@ -3,7 +3,7 @@
 // path flag given a file), --jsonl-field NAME takes that field of each JSON line (as
 // the tutorials take SQuAD's `context`), --tokenizer DIR the GPT-2 vocabulary to tokenize
 // them with (default: the installed one, as tokenize and generate). The held-out
-// documents: --val-fraction F of the file's, spread over it (data/text_docs.h: document i
+// documents: --val-fraction F of the file's, spread over it (data/text/text_docs.h: document i
 // when floor((i+1)F) > floor(iF); default 0.1, every 10th), or --val-file FILE's, all of
 // them, in the data file's format, the data file then training whole.
 #pragma once

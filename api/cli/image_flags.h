@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/image_transform.h"
+#include "data/images/image_transform.h"
 
 namespace dpt::tools {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "data/cifar10.h"
+#include "data/images/cifar10.h"
 #include "data/dataset.h"
-#include "data/fashion_mnist.h"
-#include "data/text_corpus.h"
+#include "data/images/fashion_mnist.h"
+#include "data/text/text_corpus.h"
 #include "models/zoo/gpt2.h"
 #include "train/trainer_common.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "backends/tcp/tcp_backend.h"
-#include "comm/env.h"
-#include "comm/launch_env.h"
+#include "comm/launch/env.h"
+#include "comm/launch/launch_env.h"
 #include "comm/store/job_token.h"
 
 namespace train {

@@ -39,7 +39,7 @@ struct Options {
   int zero = 0;
   std::string strategy, outer_dtype, diloco_group;  // --strategy diloco (diloco_options.h)
   int inner_steps = 50;
-  int threads = 0;             // --threads (0: planned, comm/thread_plan.h)
+  int threads = 0;             // --threads (0: planned, comm/launch/thread_plan.h)
   std::string threads_text;    // the plan, for the header
   int powersgd_rank = 4;
   int64_t powersgd_start_step = 10;

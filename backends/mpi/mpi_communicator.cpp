@@ -11,7 +11,7 @@
 
 #include "backends/mpi/mpi_runtime.h"
 #include "backends/mpi/mpi_work.h"
-#include "comm/host_identity.h"
+#include "comm/launch/host_identity.h"
 #include "comm/device/device_reduce.h"
 
 namespace dpt {
@@ -64,7 +64,7 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     tag_ub_ = flag && ub ? *ub : 32767;
     cuda_aware_ = mpi_is_cuda_aware();
-    // Every rank's host (comm/topology.h), for the hierarchical algorithms.
+    // Every rank's host (comm/launch/topology.h), for the hierarchical algorithms.
     uint64_t mine = host_id_digest(local_host_id());
     std::vector<uint64_t> all(static_cast<size_t>(size()));
     MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, p2p_);

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "comm/launch_env.h"
+#include "comm/launch/launch_env.h"
 
 namespace dpt {
 

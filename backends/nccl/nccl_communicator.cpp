@@ -31,7 +31,7 @@
 
 #include "backends/nccl/nccl_backend.h"
 #include "comm/device/device_reduce.h"
-#include "comm/log.h"
+#include "comm/net/log.h"
 
 namespace dpt {
 

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "comm/env.h"
+#include "comm/launch/env.h"
 #include "comm/store/job_token.h"
 #include "comm/store/tcp_store.h"
 

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "backends/tcp/liveness_probe.h"
-#include "comm/log.h"
+#include "comm/net/log.h"
 
 namespace dpt::tcp {
 

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 
 #include "backends/tcp/engine_impl.h"
-#include "comm/log.h"
+#include "comm/net/log.h"
 
 namespace dpt::tcp {
 

@@ -17,7 +17,7 @@
 #include <cerrno>
 
 #include "backends/tcp/engine_impl.h"
-#include "comm/log.h"
+#include "comm/net/log.h"
 
 namespace dpt::tcp {
 

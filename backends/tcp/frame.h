@@ -8,7 +8,7 @@
 //                one), rank, world size, job id, communicator id and a fresh random
 //                nonce. A connection whose hello does not match this job is closed
 //                before it touches any state.
-//   proof      - 32 bytes, HMAC-SHA256 over the job token (comm/job_token.h) of a role
+//   proof      - 32 bytes, HMAC-SHA256 over the job token (comm/store/job_token.h) of a role
 //                label and the transcript hello || ack. The handshake:
 //                  connecting rank -> hello
 //                  accepting rank  -> ack, proof("dpt-mesh-ack")

@@ -8,7 +8,7 @@
 // error says nothing either way.
 #include <string>
 
-#include "comm/socket.h"
+#include "comm/net/socket.h"
 #include "comm/work.h"
 
 namespace dpt::tcp {

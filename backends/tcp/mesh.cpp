@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 
 #include "backends/tcp/frame.h"
-#include "comm/hmac.h"
+#include "comm/net/hmac.h"
 #include "comm/store/job_token.h"
-#include "comm/log.h"
+#include "comm/net/log.h"
 #include "comm/store/rendezvous.h"
 #include "comm/wire.h"
 

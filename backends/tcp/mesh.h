@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "comm/error.h"
-#include "comm/socket.h"
+#include "comm/net/socket.h"
 #include "comm/store/store.h"
 
 namespace dpt::tcp {
@@ -36,7 +36,7 @@ struct MeshConfig {
   net::Family family = net::Family::any;
   std::string prefix;          // store namespace of this communicator
   uint64_t comm_id = 0;
-  std::string token;           // job token (comm/job_token.h); never logged
+  std::string token;           // job token (comm/store/job_token.h); never logged
   Millis timeout{120000};      // rendezvous and connection deadline
   ErrorContext ctx;            // rank/backend for error messages
   // eager[r]: connect rank r while building (same host). Empty: every rank (full mesh).

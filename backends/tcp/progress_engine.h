@@ -51,7 +51,7 @@
 
 #include "backends/tcp/shm_channel.h"
 #include "comm/error.h"
-#include "comm/socket.h"
+#include "comm/net/socket.h"
 #include "comm/types.h"
 #include "comm/work.h"
 

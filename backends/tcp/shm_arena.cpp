@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/log.h"
+#include "comm/net/log.h"
 
 namespace dpt::tcp {
 namespace {

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "comm/host_identity.h"
-#include "comm/log.h"
+#include "comm/launch/host_identity.h"
+#include "comm/net/log.h"
 
 namespace dpt::tcp {
 namespace {

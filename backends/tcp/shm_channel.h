@@ -3,7 +3,7 @@
 // one segment (shm_ring.h) per such pair.
 //
 // Terms:
-//   host id  - comm/host_identity.h: equal on two ranks means they may share memory.
+//   host id  - comm/launch/host_identity.h: equal on two ranks means they may share memory.
 //              Containers on one host share the boot id but maybe not /dev/shm, so
 //              equality is only a hint: the pair confirms by mapping the segment.
 //   segment name - "/dpt-<job id>-<comm id>-<i>-<j>" (i < j), unique per job and

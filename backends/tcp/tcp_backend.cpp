@@ -16,11 +16,11 @@
 
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/tcp_communicator.h"
-#include "comm/host_identity.h"
-#include "comm/env.h"
+#include "comm/launch/host_identity.h"
+#include "comm/launch/env.h"
 #include "comm/store/job_token.h"
-#include "comm/log.h"
-#include "comm/socket.h"
+#include "comm/net/log.h"
+#include "comm/net/socket.h"
 
 namespace dpt {
 
@@ -100,7 +100,7 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   cfg.ctx = m.ctx;
   cfg.token = m.token;
   log::set_rank(m.rank);
-  // Every rank's host (comm/topology.h): for the hierarchical algorithms, whatever the
+  // Every rank's host (comm/launch/topology.h): for the hierarchical algorithms, whatever the
   // shared-memory settings say; and for the connections built now: same-host peers
   // (their shared-memory channels need the socket), the others on demand (connector.h).
   // Read once every address is published (a rank still starting must find ours).

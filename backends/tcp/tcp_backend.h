@@ -6,7 +6,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "comm/launch_env.h"
+#include "comm/launch/launch_env.h"
 #include "comm/store/tcp_store.h"
 
 namespace dpt {
@@ -19,7 +19,7 @@ struct TcpBootstrap {
   // Non-null on rank 0 when the caller already started the store server (e.g. on an
   // ephemeral port agreed over MPI); rank 0 otherwise serves master_addr:master_port.
   std::shared_ptr<TcpStoreServer> server;
-  // The job's secret (comm/job_token.h); empty: COMM_JOB_TOKEN. A server passed above
+  // The job's secret (comm/store/job_token.h); empty: COMM_JOB_TOKEN. A server passed above
   // must have been started with the same token.
   std::string job_token;
 };
@@ -44,7 +44,7 @@ struct TcpStoreRendezvous {
   // Where the other ranks are reached from (an address or host name; chooses the
   // interface to listen on, as MASTER_ADDR does); COMM_TCP_ADDR/COMM_TCP_IFNAME win.
   std::string peer_hint = "127.0.0.1";
-  std::string job_token;  // every mesh connection proves it (comm/job_token.h)
+  std::string job_token;  // every mesh connection proves it (comm/store/job_token.h)
   Millis timeout{120000}; // rendezvous deadline
   // When set: rank r, not yet at the rendezvous, never will be (an elastic job's dead
   // member), so the build fails at once instead of at the deadline.

@@ -1,6 +1,6 @@
 #include "backends/tcp/tcp_communicator.h"
 
-#include "comm/env.h"
+#include "comm/launch/env.h"
 
 namespace dpt {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Our Store interface (comm/store.h) over PyTorch's c10d::Store, so that the tcp
+// Our Store interface (comm/store/store.h) over PyTorch's c10d::Store, so that the tcp
 // transport's rendezvous, mesh and shared-memory handshakes run in whatever store
 // init_process_group made: TCPStore (env://, tcp://), FileStore (file://), each behind
 // the PrefixStore of its process group. Timeouts and store failures become our

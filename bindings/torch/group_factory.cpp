@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "backends/registry.h"
-#include "comm/env.h"
+#include "comm/launch/env.h"
 #include "comm/store/job_token.h"
 
 namespace dpt::torch_plugin {

@@ -5,7 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "backends/registry.h"
-#include "comm/launch_env.h"
+#include "comm/launch/launch_env.h"
 #include "bindings/torch/c10d_store_adapter.h"
 #include "bindings/torch/group_factory.h"
 #include "bindings/torch/process_group_dpt.h"
@@ -64,6 +64,6 @@ PYBIND11_MODULE(_C, m) {
         d["master_port"] = li.master_port;
         return d;
       },
-      "This process's place as the launcher says it (comm/launch_env.h): under srun the rank, "
+      "This process's place as the launcher says it (comm/launch/launch_env.h): under srun the rank, "
       "local rank, the step's first node and the port derived from the job id.");
 }

@@ -1,4 +1,4 @@
-// Hierarchical allreduce over the communicator's hosts (comm/topology.h), as Horovod's
+// Hierarchical allreduce over the communicator's hosts (comm/launch/topology.h), as Horovod's
 // hierarchical allreduce and Open MPI's coll/han do:
 //   1. reduce-scatter in each host: a ring over its L ranks leaves local rank i with
 //      the host's sum of chunk (i + 1) mod L of the buffer;

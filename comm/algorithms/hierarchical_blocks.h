@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/topology.h"
+#include "comm/launch/topology.h"
 #include "comm/types.h"
 
 namespace dpt::algo {

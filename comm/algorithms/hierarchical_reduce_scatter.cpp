@@ -1,4 +1,4 @@
-// Hierarchical reduce-scatter over the communicator's hosts (comm/topology.h): rank r
+// Hierarchical reduce-scatter over the communicator's hosts (comm/launch/topology.h): rank r
 // ends with block r of the reduction, and each block is reduced in its host first.
 //   1. in each host: a ring reduce-scatter over its L ranks of a host-major copy of the
 //      send buffer (hierarchical_blocks.h) leaves local rank j with the host's sum of

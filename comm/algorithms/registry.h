@@ -22,7 +22,7 @@
 //                 accepts everything.
 // Every body is written on Communicator's point-to-point calls only (isend_internal /
 // irecv_internal), so one implementation runs on every backend. Bodies run on the
-// thread that runs the collective (comm/collective_queue.h) and block until done;
+// thread that runs the collective (comm/dispatch/collective_queue.h) and block until done;
 // `a.tag` keeps one collective's messages apart from the next.
 #include <string>
 #include <string_view>
@@ -44,7 +44,7 @@ struct AutoInput {
   int world;
   size_t max_bytes;    // this algorithm's threshold (0 when it declares none); for the
                        // hierarchical algorithms, the size from which `auto` takes them
-  int hosts = 1;       // the communicator's hosts (comm/topology.h)
+  int hosts = 1;       // the communicator's hosts (comm/launch/topology.h)
   int local_size = 0;  // ranks per host when every host has as many, else 0
   bool host_contiguous = true;  // each host's ranks are consecutive (block numbering)
 };

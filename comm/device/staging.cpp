@@ -5,7 +5,7 @@
 #include <mutex>
 #include <vector>
 
-#include "comm/env.h"
+#include "comm/launch/env.h"
 
 namespace dpt::device {
 

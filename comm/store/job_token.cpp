@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "comm/env.h"
-#include "comm/log.h"
+#include "comm/launch/env.h"
+#include "comm/net/log.h"
 
 namespace dpt {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "comm/hmac.h"
+#include "comm/net/hmac.h"
 
 namespace dpt {
 

@@ -2,7 +2,7 @@
 // The TCP key-value store used for rendezvous: rank 0 runs a TcpStoreServer at
 // MASTER_ADDR:MASTER_PORT, every rank talks to it through a TcpStoreClient.
 // The wire protocol is in comm/tcp_store_protocol.h. Every connection first proves it
-// knows the job token (comm/job_token.h); both ends must be given the same token.
+// knows the job token (comm/store/job_token.h); both ends must be given the same token.
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -10,7 +10,7 @@
 
 #include "comm/error.h"
 #include "comm/store/job_token.h"
-#include "comm/socket.h"
+#include "comm/net/socket.h"
 #include "comm/store/store.h"
 
 namespace dpt {

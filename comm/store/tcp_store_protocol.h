@@ -6,7 +6,7 @@
 //   header  - 8 bytes in front of every message: u32 magic "DPTS", u32 body length.
 //   body    - the command byte and its fields; strings are u32 length + bytes.
 //   auth    - the handshake every connection completes before its first message
-//             (comm/job_token.h defines token, transcript and proof):
+//             (comm/store/job_token.h defines token, transcript and proof):
 //               client -> server  u32 magic "DPTA" | u32 kAuthVersion | client nonce[32]
 //               server -> client  u32 magic "DPTA" | u32 kAuthVersion | server nonce[32]
 //                                 | proof("dpt-store-server", client hello || server nonces)

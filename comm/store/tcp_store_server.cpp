@@ -23,7 +23,7 @@
 #include <unordered_map>
 
 #include "comm/store/job_token.h"
-#include "comm/log.h"
+#include "comm/net/log.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_protocol.h"
 #include "comm/store/tcp_store_request.h"

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/data_error.h"
-#include "data/read_file.h"
+#include "data/files/read_file.h"
 #include "data/tokenizer/byte_symbols.h"
 
 namespace dpt::tokenizer {

@@ -16,6 +16,7 @@
 //   BatchNorm2d(c) / BatchNorm1d(c)  running statistics are buffers (saved, broadcast)
 //   ReLU(), GELU(), Flatten(), MaxPool2d(k, s, p), AdaptiveAvgPool2d(h, w), Dropout(p)
 //   Residual(body, shortcut)      y = body(x) + shortcut(x) (identity without shortcut)
+//   Inputs({{name, shape, layers}, ...})  several inputs, each through its own layers
 //   Custom(layer)                 your own forward and backward (CustomLayer below)
 // Parameters start as PyTorch's defaults do (Linear/Conv2d: U(-1/sqrt(fan_in), +1/..),
 // BatchNorm: weight 1, bias 0), drawn from the model's seed: the same seed gives the same
@@ -79,6 +80,19 @@ class Sequential {
  private:
   std::vector<std::pair<std::string, Layer>> layers_;
 };
+
+// One input of a model with several (Inputs): its name, the shape of one sample, and the
+// layers it runs through before the inputs meet.
+struct Input {
+  std::string name;
+  std::vector<int64_t> shape;
+  Sequential layers;
+};
+// Several inputs: input i ([batch, shape_i...]) runs through its own layers; their outputs,
+// flattened per sample, are concatenated ([batch, total]) for the layers that follow (a
+// two-tower model: an image and a feature vector). Feed it forward({x0, x1, ...}), or one
+// tensor holding each sample's inputs back to back (Tensor::concat_samples). CPU only.
+Layer Inputs(const std::vector<Input>& inputs);
 
 // A layer with your own arithmetic: declare the parameters, compute forward, and in
 // backward add (+=) each parameter's gradient and return the input's gradient. Check the
@@ -146,6 +160,8 @@ class Model {
   // x: [batch, sample...]; the first forward fixes the sample shape. The result stays
   // valid until the next forward.
   const Tensor& forward(const Tensor& x);
+  // A model with several inputs (Inputs as its first layer): each [batch, shape_i...].
+  const Tensor& forward(const std::vector<Tensor>& inputs) { return forward(Tensor::concat_samples(inputs)); }
   // Accumulates (+=) every parameter's gradient from `loss` (of the last forward's output).
   void backward(const Loss& loss);
   void zero_grad();

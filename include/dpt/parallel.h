@@ -69,6 +69,7 @@ class DataParallel {
   virtual ~DataParallel();
 
   const nn::Tensor& forward(const nn::Tensor& x);
+  const nn::Tensor& forward(const std::vector<nn::Tensor>& inputs) { return forward(nn::Tensor::concat_samples(inputs)); }
   void backward(const nn::Loss& loss);
 
   // While the guard lives, backward accumulates without communicating.

@@ -41,6 +41,9 @@ class Tensor {
   Tensor rows(int64_t begin, int64_t end) const;
   // "[2, 10]"
   std::string shape_text() const;
+  // Each sample's values of several tensors back to back: [batch, a...] and [batch, b...]
+  // give [batch, numel(a) + numel(b)] (a model's several inputs as one, nn::Inputs).
+  static Tensor concat_samples(const std::vector<Tensor>& parts);
 
  private:
   std::vector<int64_t> shape_;

@@ -13,9 +13,9 @@
 
 #include "backends/tcp/frame.h"
 #include "backends/tcp/mesh.h"
-#include "comm/hmac.h"
+#include "comm/net/hmac.h"
 #include "comm/store/job_token.h"
-#include "comm/socket.h"
+#include "comm/net/socket.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_protocol.h"
 #include "comm/wire.h"

@@ -14,7 +14,7 @@
 #include "backends/tcp/frame.h"
 #include "backends/tcp/tcp_backend.h"
 #include "backends/tcp/tcp_communicator.h"
-#include "comm/socket.h"
+#include "comm/net/socket.h"
 #include "comm/store/tcp_store.h"
 
 using namespace dpt;

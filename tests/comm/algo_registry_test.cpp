@@ -18,7 +18,7 @@
 #include "comm/algorithms/registry.h"
 #include "comm/algorithms/selector.h"
 #include "comm/communicator.h"
-#include "comm/env.h"
+#include "comm/launch/env.h"
 
 using namespace dpt;
 

@@ -1,4 +1,4 @@
-// Who runs queued collectives (comm/collective_queue.h): a thread waiting on a queued
+// Who runs queued collectives (comm/dispatch/collective_queue.h): a thread waiting on a queued
 // collective runs the ones before it and itself; the worker runs what nobody waits for;
 // issue order holds throughout. A one-rank communicator whose "native" collective
 // records the thread and sequence number of each call stands in for a backend.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "comm/algorithms/registry.h"
-#include "comm/env.h"
+#include "comm/launch/env.h"
 #include "tests/support/dist_test.h"
 #include "tests/support/typed_values.h"
 

@@ -1,4 +1,4 @@
-// Launch detection from Slurm's variables (comm/launch_env.h, comm/slurm_lists.h). The
+// Launch detection from Slurm's variables (comm/launch/launch_env.h, comm/launch/slurm_lists.h). The
 // expected values are Slurm's own documented examples (srun(1), "OUTPUT ENVIRONMENT
 // VARIABLES": SLURM_TASKS_PER_NODE "2(x3),1" is two tasks on each of the first three
 // nodes and one on the fourth; hostlist ranges keep their zero padding).
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/launch_env.h"
-#include "comm/slurm_lists.h"
+#include "comm/launch/launch_env.h"
+#include "comm/launch/slurm_lists.h"
 #include "tests/support/launch_env_scope.h"
 
 using namespace dpt;

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "comm/store/rendezvous.h"
-#include "comm/socket.h"
+#include "comm/net/socket.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_protocol.h"
 #include "comm/wire.h"

@@ -1,12 +1,12 @@
-// comm/cpu_budget.h and comm/thread_plan.h: the cores a process may use, and the threads
+// comm/launch/cpu_budget.h and comm/launch/thread_plan.h: the cores a process may use, and the threads
 // per rank planned from them. Pure functions on made-up budgets, so every case runs on
 // every machine; tests/tools/threads_per_rank.sh checks the programs apply the plan.
 #include <catch2/catch.hpp>
 
 #include <stdexcept>
 
-#include "comm/cpu_budget.h"
-#include "comm/thread_plan.h"
+#include "comm/launch/cpu_budget.h"
+#include "comm/launch/thread_plan.h"
 
 using namespace dpt;
 

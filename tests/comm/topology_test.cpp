@@ -1,4 +1,4 @@
-// Topology (comm/topology.h): hosts from host digests whatever the rank numbering,
+// Topology (comm/launch/topology.h): hosts from host digests whatever the rank numbering,
 // local ranks, uniformity, host order, COMM_FAKE_HOSTS; and the selector's use of it.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/algorithms/registry.h"
-#include "comm/topology.h"
+#include "comm/launch/topology.h"
 
 using dpt::Topology;
 

@@ -7,9 +7,9 @@
 
 #include <map>
 
-#include "data/cifar10.h"
-#include "data/loader.h"
-#include "data/sampler.h"
+#include "data/images/cifar10.h"
+#include "data/loading/loader.h"
+#include "data/loading/sampler.h"
 #include "data_test_files.h"
 
 using namespace dpt;

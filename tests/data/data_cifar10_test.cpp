@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
-#include "data/cifar10.h"
+#include "data/images/cifar10.h"
 #include "data/data_error.h"
 #include "data_test_files.h"
 

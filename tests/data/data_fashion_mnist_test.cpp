@@ -7,8 +7,8 @@
 #include <numeric>
 
 #include "data/data_error.h"
-#include "data/fashion_mnist.h"
-#include "data/idx_file.h"
+#include "data/images/fashion_mnist.h"
+#include "data/images/idx_file.h"
 #include "data_test_files.h"
 
 using dpt::DataError;

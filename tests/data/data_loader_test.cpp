@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "data/loader.h"
+#include "data/loading/loader.h"
 #include "data/synthetic.h"
 
 using dpt::Batch;

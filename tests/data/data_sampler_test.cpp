@@ -5,7 +5,7 @@
 #include <numeric>
 #include <set>
 
-#include "data/sampler.h"
+#include "data/loading/sampler.h"
 
 using dpt::DistributedSampler;
 using V = std::vector<size_t>;

@@ -9,11 +9,11 @@
 
 #include "data/batch.h"
 #include "data/data_error.h"
-#include "data/documents.h"
+#include "data/text/documents.h"
 #include "data/make_dataset.h"
-#include "data/read_file.h"
-#include "data/text_corpus.h"
-#include "data/text_docs.h"
+#include "data/files/read_file.h"
+#include "data/text/text_corpus.h"
+#include "data/text/text_docs.h"
 #include "data_test_files.h"
 #include "tests/support/tiny_gpt2_vocab.h"
 

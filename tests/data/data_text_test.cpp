@@ -5,7 +5,7 @@
 #include <map>
 
 #include "data/data_error.h"
-#include "data/text_corpus.h"
+#include "data/text/text_corpus.h"
 #include "data_test_files.h"
 
 using dpt::Split;

@@ -1,5 +1,5 @@
 // Fuzz target: the tcp backend's wire format (backends/tcp/frame.h) and the mesh
-// handshake's proof check (comm/job_token.h), the code every byte a peer sends meets first.
+// handshake's proof check (comm/store/job_token.h), the code every byte a peer sends meets first.
 //
 // Terms:
 //   input  - the fuzzer's bytes, read two ways: as a stream of frames from byte 0 (header,

@@ -163,3 +163,34 @@ TEST_CASE("no_sync accumulates locally and the next backward averages the sum") 
   INFO("largest difference " << worst);
   CHECK(worst < 1e-5);
 }
+
+TEST_CASE("DDP over a model of two inputs equals one process over the global batch") {
+  Context& ctx = context();
+  const int world = ctx.world_size();
+  nn::Sequential net;
+  net.add("in", nn::Inputs({{"a", {6}, nn::Sequential{{"fc", nn::Linear(6, 5)}, {"relu", nn::ReLU()}}},
+                            {"b", {4}, nn::Sequential{{"fc", nn::Linear(4, 3)}}}}));
+  net.add("head", nn::Linear(8, 5));
+  nn::Model model(net, {.seed = uint64_t(ctx.rank() + 1)});
+  nn::Model reference(net, {.seed = 1});
+  DistributedDataParallel ddp(model, ctx);
+  optim::SGD optimizer(ddp.parameters(), {.lr = 0.05f, .momentum = 0.9f});
+  optim::SGD ref_optimizer(reference.parameters(), {.lr = 0.05f, .momentum = 0.9f});
+  for (int step = 0; step < kSteps; ++step) {
+    const nn::Tensor a = nn::Tensor::randn({kBatch * world, 6}, 300 + step), b = nn::Tensor::randn({kBatch * world, 4}, 400 + step);
+    const nn::Tensor y = global_targets(step, world);
+    const int64_t lo = kBatch * ctx.rank(), hi = kBatch * (ctx.rank() + 1);
+    optimizer.zero_grad();
+    ddp.backward(nn::mse_loss(ddp.forward({a.rows(lo, hi), b.rows(lo, hi)}), y.rows(lo, hi)));
+    optimizer.step();
+    ref_optimizer.zero_grad();
+    reference.backward(nn::mse_loss(reference.forward({a, b}), y));
+    ref_optimizer.step();
+  }
+  double worst = 0;
+  for (size_t i = 0; i < model.flat_parameters().size(); ++i)
+    worst = std::max(worst, std::fabs(double(model.flat_parameters()[i]) - double(reference.flat_parameters()[i])) /
+                                (1.0 + std::fabs(double(reference.flat_parameters()[i]))));
+  INFO("largest relative difference " << worst);
+  CHECK(worst < 1e-5);
+}

@@ -1,6 +1,7 @@
 // gradcheck (dpt/gradcheck.h) passes a right backward and fails wrong ones; the model's
 // own gradients through residual blocks, a custom layer and nested blocks agree with
 // central differences of the loss in float64.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -94,4 +95,53 @@ TEST_CASE("a model's gradients through residual blocks and a custom layer match 
   model.zero_grad();
   model.backward(nn::mse_loss(model.forward(x), y));
   for (size_t i = 0; i < analytic.size(); ++i) CHECK(model.flat_gradients()[i] == analytic[i]);
+}
+
+TEST_CASE("a model of two inputs: gradients match central differences, each input reaches its own branch") {
+  nn::Sequential net;
+  net.add("in", nn::Inputs({{"image", {1, 4, 4}, nn::Sequential{{"conv", nn::Conv2d(1, 2, 3, 1, 1)}, {"flat", nn::Flatten()}}},
+                            {"meta", {3}, nn::Sequential{{"fc", nn::Linear(3, 4)}, {"gelu", nn::GELU()}}}}));
+  net.add("head", nn::Linear(2 * 16 + 4, 2));
+  nn::Model model(net, {.seed = 9});
+  const std::vector<std::string> names = model.parameter_names();
+  REQUIRE(names == std::vector<std::string>{"in.image.conv.weight", "in.image.conv.bias", "in.meta.fc.weight",
+                                            "in.meta.fc.bias", "head.weight", "head.bias"});
+  const nn::Tensor image = nn::Tensor::randn({2, 1, 4, 4}, 3), meta = nn::Tensor::randn({2, 3}, 4);
+  const nn::Tensor y = nn::Tensor::randn({2, 2}, 5);
+  auto loss_at = [&] {
+    const nn::Tensor& out = model.forward({image, meta});
+    double s = 0;
+    for (size_t i = 0; i < out.numel(); ++i) s += (double(out[i]) - y[i]) * (double(out[i]) - y[i]);
+    return s / double(out.numel());
+  };
+  model.zero_grad();
+  model.backward(nn::mse_loss(model.forward({image, meta}), y));
+  const std::vector<float> analytic(model.flat_gradients().begin(), model.flat_gradients().end());
+  std::span<float> p = model.flat_parameters();
+  size_t bad = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const float keep = p[i];
+    p[i] = float(keep + 1e-2);
+    const double up = loss_at();
+    p[i] = float(keep - 1e-2);
+    const double down = loss_at();
+    p[i] = keep;
+    const double numeric = (up - down) / (double(float(keep + 1e-2)) - double(float(keep - 1e-2)));
+    bad += std::fabs(numeric - double(analytic[i])) > 2e-3 + 2e-2 * std::fabs(numeric);
+  }
+  CHECK(bad == 0);
+  // Each input reaches its own branch: with the image all zeros the conv's weight gets no
+  // gradient (dW = sum dy * x) while the fc's does, and the other way round.
+  auto weight_grad_zero = [&](const nn::Tensor& img, const nn::Tensor& m, const std::string& name) {
+    model.zero_grad();
+    model.backward(nn::mse_loss(model.forward({img, m}), y));
+    const std::span<const float> g = model.gradient(name);
+    return std::all_of(g.begin(), g.end(), [](float v) { return v == 0.0f; });
+  };
+  const nn::Tensor no_image({2, 1, 4, 4}), no_meta({2, 3});
+  CHECK(weight_grad_zero(no_image, meta, "in.image.conv.weight"));
+  CHECK_FALSE(weight_grad_zero(no_image, meta, "in.meta.fc.weight"));
+  CHECK(weight_grad_zero(image, no_meta, "in.meta.fc.weight"));
+  CHECK_FALSE(weight_grad_zero(image, no_meta, "in.image.conv.weight"));
+  CHECK_THROWS_WITH(model.forward({image, nn::Tensor::randn({3, 3}, 1)}), Catch::Matchers::Contains("the same batch size"));
 }

@@ -8,11 +8,16 @@
 #     kernels/cuda/  nothing of kernels/cpu/ (the CPU side calls the device, never back)
 #     nn/            nothing of io/, zoo/
 #     io/            nothing of zoo/
-#     and no folder of models/ with more than 30 source files directly in it
 #   optim/           nothing of comm/, backends/ (it knows nothing of ranks) or above
 #   parallel/        no trainer (train/), no program (tools/); its root neither ddp/ nor zero/
-#   train/           no program (tools/), no binding
+#   train/           no program (tools/), no binding, nothing of the public API (api/, dpt/)
+#   api/             no program, no binding (the public API's implementation, above train/)
+#   include/dpt/     the public headers: nothing of the project's folders (self-contained);
+#                    examples/, tests/library/ and tools/train.cpp likewise (users of it alone)
 #   PyTorch's headers (torch/, ATen/, c10/) only in bindings/
+#   every folder of the sources (the tree but build/, third_party/, shared/ and hidden
+#   folders; tests/ and bench/ included): at most 30 source files (.h .cpp .cu .cuh and
+#   CMakeLists.txt) directly in it; a fuller one is split by what changes together
 # An include counts in every spelling a compiler accepts: "comm/x.h", <comm/x.h>, relative
 # ones ("../comm/x.h", "../../nn/tensor.h") and a quoted name found next to the including
 # file ("layers/linear.h" from models/nn/): each is resolved to a path from the repository
@@ -20,14 +25,17 @@
 # fails too (a renamed folder must not turn a rule off).
 # Usage: include_rules.sh SOURCE_DIR   prints every offending line; exit 1 if any
 #        include_rules.sh --selftest   plants one forbidden include of each spelling and of
-#                                      each layer in a scratch tree; each must be caught
+#                                      each layer, a missing folder and 31-file folders
+#                                      (models/zoo/, comm/, comm/launch/) in a scratch tree;
+#                                      each must be caught (and 30 files must pass)
 set -u
 if [[ ${1:-} == --selftest ]]; then
   self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   for d in device comm backends models/kernels/cpu models/kernels/cuda models/nn models/nn/layers \
-           models/io models/zoo data optim parallel parallel/ddp parallel/zero train tools bindings; do
+           models/io models/zoo data optim parallel parallel/ddp parallel/zero train api include/dpt examples \
+           tests/library tools bindings; do
     mkdir -p "$tmp/$d" && echo '#include "'"$d"'/ok.h"' > "$tmp/$d/ok.cpp"
   done
   echo '#include "models/kernels/cuda/gpu_ops.h"' > "$tmp/models/kernels/cpu/calls_device.cpp"
@@ -45,7 +53,11 @@ if [[ ${1:-} == --selftest ]]; then
                'comm/h.cpp:#include "models/nn/tensor.h"' 'device/i.cpp:#include <comm/types.h>' \
                'parallel/j.cpp:#include "train/dist_trainer.h"' 'parallel/k.cpp:#include "parallel/zero/zero.h"' \
                'optim/l.cpp:#include "comm/communicator.h"' 'backends/m.cpp:#include "models/nn/tensor.h"' \
-               'train/n.cpp:#include "api/cli/cli.h"' 'models/zoo/o.cpp:#include <torch/torch.h>'; do
+               'train/n.cpp:#include "tools/launch/job.h"' 'models/zoo/o.cpp:#include <torch/torch.h>' \
+               'include/dpt/p.h:#include "comm/communicator.h"' 'include/dpt/p2.h:#include "api/model_impl.h"' \
+               'examples/q.cpp:#include "models/nn/module.h"' 'tests/library/q2.cpp:#include "train/dist_trainer.h"' \
+               'tools/train.cpp:#include "train/dist_trainer.h"' 'models/nn/r.cpp:#include <dpt/nn.h>' \
+               'train/r2.cpp:#include "api/user_module.h"' 'api/s.cpp:#include "tools/launch/job.h"'; do
     file=${plant%%:*} line=${plant#*:}
     echo "$line" > "$tmp/$file"
     if "$self" "$tmp" > "$tmp/out.log"; then echo "selftest: not caught: $file: $line"; bad=1
@@ -55,8 +67,22 @@ if [[ ${1:-} == --selftest ]]; then
   # A layer that grows past 30 files in one folder.
   for i in $(seq 1 31); do echo '#pragma once' > "$tmp/models/zoo/m$i.h"; done
   if "$self" "$tmp" > "$tmp/out.log"; then echo "selftest: 31 files in models/zoo/ not caught"; bad=1
-  else echo "selftest: caught $(grep -m1 'source files' "$tmp/out.log")"; fi
+  else echo "selftest: caught models/zoo/ over 30 files:$(grep -m1 ' models/zoo$' "$tmp/out.log")"; fi
   rm "$tmp"/models/zoo/m*.h
+  # ...and so does every other folder: comm/ with 29 headers, ok.cpp and a CMakeLists.txt
+  # (which counts), 30 without the CMakeLists.txt (passes), and a new subfolder of comm/.
+  for i in $(seq 1 29); do echo '#pragma once' > "$tmp/comm/c$i.h"; done
+  echo 'add_library(x)' > "$tmp/comm/CMakeLists.txt"
+  if "$self" "$tmp" > "$tmp/out.log"; then echo "selftest: 31 files in comm/ not caught"; bad=1
+  else echo "selftest: caught 31 files in comm/:$(grep -m1 ' comm$' "$tmp/out.log")"; fi
+  rm "$tmp/comm/CMakeLists.txt"
+  "$self" "$tmp" > "$tmp/out.log" || { echo "selftest: 30 files in comm/ fail:"; cat "$tmp/out.log"; bad=1; }
+  rm "$tmp"/comm/c*.h
+  mkdir "$tmp/comm/launch"
+  for i in $(seq 1 31); do echo '#pragma once' > "$tmp/comm/launch/l$i.h"; done
+  if "$self" "$tmp" > "$tmp/out.log"; then echo "selftest: 31 files in comm/launch/ not caught"; bad=1
+  else echo "selftest: caught 31 files in comm/launch/:$(grep -m1 ' comm/launch$' "$tmp/out.log")"; fi
+  rm -r "$tmp/comm/launch"
   for gone in optim models/io; do
     mv "$tmp/$gone" "$tmp/moved"
     if "$self" "$tmp" > "$tmp/out.log"; then echo "selftest: a missing folder ($gone/) is not caught"; bad=1
@@ -109,10 +135,12 @@ check() {  # folder [:1 = its own files only], then a regex of the folders it mu
     bad=1
   fi
 }
-above_models='comm|backends|optim|parallel|train|tools|bindings'
-check device 'comm|backends|models|data|optim|parallel|train|tools|bindings'
-check comm 'backends|models|data|optim|parallel|train|tools|bindings'
-check backends 'models|data|optim|parallel|train|tools|bindings'
+# The public API (include/dpt, its implementation api/) sits above train/: nothing below
+# includes it (a public header, "dpt/...", resolves to the folder dpt).
+above_models='comm|backends|optim|parallel|train|api|dpt|tools|bindings'
+check device 'comm|backends|models|data|optim|parallel|train|api|dpt|tools|bindings'
+check comm 'backends|models|data|optim|parallel|train|api|dpt|tools|bindings'
+check backends 'models|data|optim|parallel|train|api|dpt|tools|bindings'
 check models "$above_models"
 check models/kernels/cpu "models/nn|models/io|models/zoo|$above_models"
 check models/kernels/cuda "models/kernels/cpu|models/nn|models/io|models/zoo|$above_models"
@@ -120,13 +148,27 @@ check models/nn "models/io|models/zoo|$above_models"
 check models/io "models/zoo|$above_models"
 check models/zoo "$above_models"
 check data "$above_models"
-check optim 'comm|backends|parallel|train|tools|bindings'
-check parallel 'train|tools|bindings'
+check optim 'comm|backends|parallel|train|api|dpt|tools|bindings'
+check parallel 'train|api|dpt|tools|bindings'
 check parallel:1 'parallel/ddp|parallel/zero'
-check train 'tools|bindings'
+check train 'api|dpt|tools|bindings'
+check api 'tools|bindings'
+# The public line: the installed headers include each other and the standard library only,
+# and the code written as a user writes it (examples/, tests/library/, train's main)
+# includes nothing else of the project either.
+internal='device|comm|backends|models|data|optim|parallel|train|api|tools|bindings'
+check include/dpt "$internal"
+check examples "$internal"
+check tests/library "$internal|tests/support"
+hits=$(echo "$index" | grep -E "^tools/train\.cpp:[0-9]+:($internal)/")
+[[ -n $hits ]] && { echo "tools/train.cpp is a user of the public API: it includes <dpt/...> only:"; echo "$hits"; bad=1; }
 hits=$(echo "$index" | grep -vE '^(bindings|tests|bench)/' | grep -E ':[0-9]+:(torch|ATen|c10)/')
 [[ -n $hits ]] && { echo "only bindings/ includes PyTorch's headers:"; echo "$hits"; bad=1; }
-crowded=$(echo "$all" | grep '^models/' | xargs -n1 dirname | sort | uniq -c | awk '$1 > 30')
-[[ -n $crowded ]] && { echo "a folder of models/ with more than 30 source files directly in it (split it by what changes together):"; echo "$crowded"; bad=1; }
-((bad == 0)) && echo "include rules hold: device/ < comm/ < backends/; models/ (kernels/ < nn/ < io/ < zoo/, kernels/cuda/ without kernels/cpu/), data/, optim/ without comm/; parallel/ without train/, its root without ddp/ and zero/; PyTorch only in bindings/; no folder of models/ over 30 source files"
+# Every folder of the sources: at most 30 source files directly in it, CMakeLists.txt included.
+counted=$(find . \( -path ./build -o -path ./third_party -o -path ./shared -o -path './.*' \) -prune -o -type f \
+            \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' -o -name CMakeLists.txt \) -print | sed 's#^\./##')
+crowded=$(echo "$counted" | awk 'NF { d = $0; if (!sub(/\/[^\/]*$/, "", d)) d = "."; n[d]++ }
+                                 END { for (d in n) if (n[d] > 30) printf "%7d %s\n", n[d], d }' | sort -k2)
+[[ -n $crowded ]] && { echo "a folder with more than 30 source files (.h .cpp .cu .cuh, CMakeLists.txt) directly in it (split it by what changes together):"; echo "$crowded"; bad=1; }
+((bad == 0)) && echo "include rules hold: device/ < comm/ < backends/; models/ (kernels/ < nn/ < io/ < zoo/, kernels/cuda/ without kernels/cpu/), data/, optim/ without comm/; parallel/ without train/, its root without ddp/ and zero/; PyTorch only in bindings/; the public API (include/dpt) above train/, self-contained, and examples/, tests/library/ and train's main on it alone; no folder over 30 source files"
 exit $bad

@@ -16,7 +16,7 @@
 #                at learning rate 0 equal to the default split of a file holding the same
 #                documents at the every-10th places) and trains on the whole data file;
 #                --val-fraction 0.25 holds out documents 3, 7, 11, ... (floor((i+1)F) >
-#                floor(iF), data/text_docs.h): their count, and the same loss as a
+#                floor(iF), data/text/text_docs.h): their count, and the same loss as a
 #                --val-file of exactly those documents.
 set -euo pipefail
 bin=$1 scenario=$2

@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "comm/cpu_budget.h"
-#include "comm/env.h"
-#include "comm/thread_plan.h"
+#include "comm/launch/cpu_budget.h"
+#include "comm/launch/env.h"
+#include "comm/launch/thread_plan.h"
 #include "tools/launch/process_io.h"
 
 namespace launch {

@@ -1,6 +1,6 @@
 #pragma once
 // launch --bind cores: each local rank pinned to its own block of the CPUs launch may use
-// (as mpirun --bind-to core), and the thread variables every rank gets (comm/thread_plan.h).
+// (as mpirun --bind-to core), and the thread variables every rank gets (comm/launch/thread_plan.h).
 //
 // Blocks follow the CPUs' topology (package, then core, then CPU number), so the
 // hyperthreads of one core land in one rank's block; with more ranks than CPUs the blocks

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/env.h"
+#include "comm/launch/env.h"
 #include "comm/store/elastic_membership.h"
 #include "tools/launch/cpu_binding.h"
 

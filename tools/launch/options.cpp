@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "comm/env.h"
+#include "comm/launch/env.h"
 #include "api/cli/cli.h"
 
 namespace launch {

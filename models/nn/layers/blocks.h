@@ -3,6 +3,8 @@
 //   SequentialBlock  children run in order; backward in reverse. Its used parameters are
 //                    the children's, in order, so the model's use counts and the ready
 //                    order (reverse registration) stay exact.
+//   InputsBlock      several inputs, each through its own block, outputs concatenated
+//                    (below).
 //   ResidualBlock    y = body(x) + shortcut(x), the shortcut the identity when it has no
 //                    layers (torchvision's BasicBlock shape, any body). The body's
 //                    parameters are registered first, so backward runs the shortcut first
@@ -46,6 +48,33 @@ class ResidualBlock : public Layer {
  private:
   std::unique_ptr<SequentialBlock> body_, shortcut_;
   Tensor y_, dx_;
+};
+
+
+// Several inputs, one branch each: the input [n, F] holds each sample's inputs back to
+// back (input i's numel(shape_i) values, in order); branch i runs on input i shaped
+// [n, shape_i...], and the output [n, sum_i out_i] holds each sample's branch outputs,
+// flattened, back to back (a two-tower model: an image and a feature vector). Branch
+// parameters are registered in branch order, so backward runs the branches last first.
+class InputsBlock : public Layer {
+ public:
+  struct Branch {
+    std::vector<int64_t> shape;  // of one sample of this input
+    std::unique_ptr<SequentialBlock> layers;
+  };
+  InputsBlock(std::string name, std::vector<Branch> branches);
+  void init_params(ParamStore& store, uint64_t seed) override;
+  const Tensor& forward(const Tensor& in, const ForwardContext& ctx) override;
+  const Tensor& backward(const Tensor& dout, GradSink& sink, bool need_input_grad) override;
+  std::vector<size_t> used_params() const override;
+
+ private:
+  std::vector<Branch> branches_;
+  std::vector<size_t> in_numel_, out_numel_;  // per sample, per branch (out: of the last forward)
+  std::vector<Tensor> inputs_, grads_;         // per branch
+  std::vector<std::vector<int64_t>> out_shapes_;
+  Tensor y_, dx_;
+  int64_t n_ = 0;
 };
 
 }  // namespace dpt

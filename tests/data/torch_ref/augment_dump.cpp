@@ -7,7 +7,7 @@
 #include <numeric>
 #include <string>
 
-#include "data/cifar10.h"
+#include "data/images/cifar10.h"
 #include "models/io/safetensors.h"
 
 int main(int argc, char** argv) {

@@ -6,7 +6,7 @@ Usage: augment_vs_torchvision.py AUGMENT_DUMP WORK_DIR
 Writes a small CIFAR-10 folder in the binary format (its own writer), has augment_dump
 produce every training sample for a few (seed, epoch, image size), and checks:
   - the crop/flip decisions equal this file's own implementation of the documented
-    rule (data/image_transform.h: mix_seed chain, dy = h mod 9, dx = h / 9 mod 9,
+    rule (data/images/image_transform.h: mix_seed chain, dy = h mod 9, dx = h / 9 mod 9,
     flip = bit 63);
   - the pixels equal torchvision's pipeline on the same bytes with those decisions:
     Pad(centring, for a larger image size) -> pad 4 and crop (dy, dx) as RandomCrop(S,
