@@ -1,4 +1,5 @@
 #include "comm/communicator.h"
+#include "comm/dispatch/flight_recorder.h"
 
 #include <algorithm>
 #include <cstring>
@@ -61,6 +62,8 @@ Communicator::Communicator(int rank, int size, CommOptions options)
                                 std::to_string(size) + " is invalid");
   queue_ = std::make_unique<CollectiveQueue>([this](const CollArgs& a) { return run_task(a); },
                                              [this](const CollArgs& a) { return runs_inline(a); }, options_.waiters_run);
+  flight_ = std::make_shared<FlightRecorder>(rank, size);
+  if (flight_->enabled()) queue_->on_numbered([f = flight_.get()](const CollArgs& a) { f->scheduled(a); });
 }
 
 Communicator::~Communicator() { shutdown_worker(); }
@@ -115,6 +118,7 @@ WorkPtr Communicator::isend(const Buffer& buf, int peer, int64_t tag) {
                   ? device::staged_isend(buf, [&](const Buffer& host) { return do_isend(host, peer, tag); })
                   : do_isend(buf, peer, tag);
   w->set_default_timeout(wait_timeout());
+  record_p2p(w, true, buf, peer, tag);
   count(buf.bytes(), 0);
   count_other_host(peer, buf.bytes(), 0);
   return w;
@@ -132,9 +136,17 @@ WorkPtr Communicator::irecv(const Buffer& buf, int peer, int64_t tag) {
                   ? device::staged_irecv(buf, [&](const Buffer& host) { return do_irecv(host, peer, tag); })
                   : do_irecv(buf, peer, tag);
   w->set_default_timeout(wait_timeout());
+  record_p2p(w, false, buf, peer, tag);
   count(0, buf.bytes());
   count_other_host(peer, 0, buf.bytes());
   return w;
+}
+
+void Communicator::record_p2p(const WorkPtr& w, bool send, const Buffer& buf, int peer, int64_t tag) {
+  if (!flight_->enabled()) return;
+  const uint64_t id = flight_->posted(send, buf.count, buf.dtype, peer, tag);
+  // Completion is seen where the Work reports it (tcp's PromiseWork); else it stays posted.
+  if (auto pw = std::dynamic_pointer_cast<PromiseWork>(w)) pw->on_finish([f = flight_, id] { f->p2p_finished(id); });
 }
 
 void Communicator::check_in_service(const char* op, int peer) const {
@@ -279,11 +291,21 @@ std::exception_ptr Communicator::run_task(const CollArgs& a) {
     if (aborted_) throw AbortedError(context(coll_name(a.kind), -1, a.seq), "communicator was aborted: " + abort_reason_);
     if (broken_) std::rethrow_exception(broken_);
     if (options_.debug_collectives) check_collective_fingerprints(*this, a);
-    execute(a);
+    execute(a);  // the flight recorder's "started" is in there, with the algorithm it chose
     const auto payload = collective_payload(a, rank_);
     count(payload.first, payload.second);
+    flight_->finished(a.seq, true);
     return nullptr;
   } catch (const CommError& e) {
+    flight_->finished(a.seq, false, e.what());
+    // A timeout is what a hang turns into, and a peer's failure what the others see of
+    // it: every rank that sees either writes its record (once per process), so the ranks'
+    // records can be read side by side. A usage error is this rank's own, and fails alike
+    // everywhere.
+    if (!dynamic_cast<const UsageError*>(&e))
+      dump_flight_records(std::string(dynamic_cast<const TimeoutError*>(&e) ? "timeout" : "failure") + " in " +
+                              coll_name(a.kind) + " (collective " + std::to_string(a.seq) + ")",
+                          true);
     // Re-label the error with the collective it happened in, keeping its kind and peer.
     ErrorContext ctx = context(std::string(coll_name(a.kind)) + "/" + algo_name(resolve_algo(a)),
                                e.context().peer, a.seq);
@@ -299,6 +321,7 @@ std::exception_ptr Communicator::run_task(const CollArgs& a) {
     if (!broken_ && !dynamic_cast<const UsageError*>(&e)) broken_ = ep;
     return ep;
   } catch (const std::exception& e) {
+    flight_->finished(a.seq, false, e.what());
     auto ep = std::make_exception_ptr(CommError(context(coll_name(a.kind), -1, a.seq), e.what()));
     if (!broken_) broken_ = ep;
     return ep;
@@ -307,6 +330,7 @@ std::exception_ptr Communicator::run_task(const CollArgs& a) {
 
 void Communicator::execute(const CollArgs& a) {
   const Algo algo = resolve_algo(a);
+  flight_->started(a.seq, algo_name(algo));
   if (algo != Algo::native && !runs_algorithms())
     throw UsageError(context(coll_name(a.kind), -1, a.seq),
                      "backend '" + backend_name() + "' runs only its own collectives; use --algo auto or native");
@@ -402,6 +426,7 @@ void Communicator::abort(const std::string& reason) {
     abort_reason_ = reason;
     aborted_ = true;
   }
+  dump_flight_records("abort: " + reason, true);
   do_abort(reason);
   // Fail what is still queued.
   queue_->fail_queued([&](const CollArgs& a) {

@@ -37,6 +37,7 @@ namespace dpt {
 namespace device { class DeviceStaging; }
 namespace algo { struct Threshold; }
 class CollectiveQueue;
+class FlightRecorder;
 struct QueueStats;
 
 enum class CollKind : uint8_t {
@@ -254,6 +255,8 @@ class Communicator {
   void check_args(const CollArgs& a) const;
   void check_device(const Buffer& b, const char* op) const;
   void check_in_service(const char* op, int peer = -1) const;
+  // The flight recorder's entry of a user point-to-point call, completed with its Work.
+  void record_p2p(const WorkPtr& w, bool send, const Buffer& buf, int peer, int64_t tag);
   void count(uint64_t sent, uint64_t received);
   // A message to or from `peer`, when it is on another host (Traffic::other_hosts_*).
   void count_other_host(int peer, uint64_t sent, uint64_t received) {
@@ -276,6 +279,9 @@ class Communicator {
   std::atomic<uint64_t> ops_{0}, bytes_sent_{0}, bytes_received_{0};
   std::atomic<uint64_t> other_hosts_sent_{0}, other_hosts_received_{0};
   std::exception_ptr broken_;      // first error: later collectives fail fast with it
+  // The last operations (comm/dispatch/flight_recorder.h); shared with the completion
+  // callbacks of point-to-point Works, which may outlive the communicator.
+  std::shared_ptr<FlightRecorder> flight_;
   std::unique_ptr<device::DeviceStaging> staging_;  // used by whoever runs a collective; made on first use
   Topology topology_;
   std::unique_ptr<Communicator> topology_groups_[3];  // host_group, cross_host_group, host_ordered_group

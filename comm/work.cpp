@@ -31,7 +31,9 @@ void PromiseWork::on_finish(std::function<void()> f) {
     f();
     return;
   }
-  on_finish_ = std::move(f);
+  // Several callers may each want to know (a timer and the flight recorder): run all.
+  if (on_finish_) on_finish_ = [first = std::move(on_finish_), then = std::move(f)] { first(); then(); };
+  else on_finish_ = std::move(f);
 }
 
 bool PromiseWork::done() const {

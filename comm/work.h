@@ -43,7 +43,7 @@ class PromiseWork : public Work {
   bool wait_until_done(Millis timeout);
   const ErrorContext& context() const { return ctx_; }
   // Called once, on the completing thread, before waiters are released (or at once
-  // if the work already finished).
+  // if the work already finished). Each call adds one; they run in the order given.
   void on_finish(std::function<void()> f);
 
  protected:

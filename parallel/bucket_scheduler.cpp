@@ -1,5 +1,7 @@
 #include "parallel/bucket_scheduler.h"
 
+#include "comm/dispatch/flight_recorder.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -59,7 +61,9 @@ void BucketScheduler::launch(size_t i) {
   State& s = state_[i];
   if (ops_.before_launch) ops_.before_launch(i);
   s.launched = Clock::now();
+  set_flight_bucket(int32_t(i));  // the flight recorder files the bucket's collectives under it
   s.bytes = ops_.launch(i, ranges_[i], s.works);
+  set_flight_bucket(-1);
   // Collectives complete in issue order: the bucket is done when its last work is.
   if (!s.works.empty())
     if (auto pw = std::dynamic_pointer_cast<PromiseWork>(s.works.back())) {

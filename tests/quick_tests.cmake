@@ -8,6 +8,7 @@ set(DPT_QUICK_TESTS
   backends.registry
   bn.sync_bn_switch.np2
   collective_queue
+  comm.flight_recorder_ring
   comm.algo_registry
   comm.hierarchical_hosts
   comm.thread_plan

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "comm/device/staging.h"
+#include "comm/dispatch/flight_recorder.h"
 #include "comm/launch/launch_env.h"
 #include "data/loading/loader.h"
 #include "data/make_dataset.h"
@@ -289,9 +290,11 @@ double DistTrainer::global_target_count(const std::vector<Batch>& micro) const {
 
 DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals& t, float lr, const TrainCallbacks& cb) {
   auto phase = [&](const char* what) {
+    set_flight_phase(what);  // the flight recorder files this step's collectives under it
     if (cb.on_phase) cb.on_phase(step_ + 1, what);
   };
   const auto t0 = Clock::now();
+  set_flight_step(step_ + 1);
   const PcieBytes pcie0 = pcie_so_far(*model_);
   // Token mean: world / (global targets), so the strategies' average over the ranks
   // leaves the gradient of the mean over every target of the global batch.

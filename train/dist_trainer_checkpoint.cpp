@@ -12,6 +12,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "comm/dispatch/flight_recorder.h"
 #include "models/io/checkpoint.h"
 #include "models/io/gpt2_weights.h"
 
@@ -199,6 +200,7 @@ void DistTrainer::save_checkpoint(int64_t step, int epoch, int64_t batches_done,
     meta["loss_scale_skipped_steps"] = std::to_string(scaler_->state().skipped_steps);
   }
   if (comm_->rank() == 0) write_model_file(dir.string(), meta);
+  set_flight_phase("save");
   if (cb && cb->on_phase) cb->on_phase(step, "save");
   comm_->barrier();  // every rank's files are in place before `latest` moves
   if (comm_->rank() == 0) write_latest(config_.checkpoint_dir, dir.filename().string());

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/dispatch/flight_recorder.h"
 #include "comm/error.h"
 #include "data/loading/loader.h"
 #include "data/loading/sampler.h"
@@ -96,6 +97,7 @@ TrainSummary DistTrainer::run(const TrainCallbacks& cb) {
     evaluated_at_end = config_.eval_every == 0 && !done;
     if (evaluated_at_end)
       outside_steps([&] {
+        set_flight_phase("eval");
         if (cb.on_phase) cb.on_phase(step_, "eval");  // test hook: R:S:eval, after step S
         evaluate_and_report(t.sum, cb);
       }, cb, t);

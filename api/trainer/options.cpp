@@ -91,9 +91,9 @@ std::vector<SignalHit> parse_signals(const std::string& text) {
     std::stringstream parts(item);
     for (std::string x; std::getline(parts, x, ':');) f.push_back(x);
     static const std::map<std::string, int> actions = {
-        {"STOP", SIGSTOP}, {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"FAIL", 0}};
+        {"STOP", SIGSTOP}, {"KILL", SIGKILL}, {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"FAIL", 0}};
     if (f.size() < 3 || f.size() > 4 || (f.size() == 4 && !actions.count(f[3])))
-      throw std::invalid_argument("--debug-signal wants R:S:PHASE[:STOP|KILL|TERM|USR1|FAIL][,...], got '" + item + "'");
+      throw std::invalid_argument("--debug-signal wants R:S:PHASE[:STOP|KILL|TERM|USR1|USR2|FAIL][,...], got '" + item + "'");
     hits.push_back({parse_int(f[0], "--debug-signal", "a rank"), parse_int(f[1], "--debug-signal", "a step"), f[2],
                     actions.at(f.size() == 4 ? f[3] : "KILL")});
   }
@@ -188,7 +188,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("ignore-memory-check", po::bool_switch()->notifier([&o](bool on) { o.cfg.memory_check = !on; }), "start even when the model states and activations estimated per host exceed its available memory (docs/gpt2.md)")
     ("exit-after-step", po::value(&o.cfg.exit_after_step)->default_value(0), "testing: die abruptly after this step")
     ("debug-uneven", po::value(&o.uneven)->default_value(""), "testing: R:K gives rank R only K batches per epoch")
-    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP|KILL|TERM|USR1|FAIL][,...] sends SIGKILL (or SIGSTOP, SIGTERM, SIGUSR1) to the process that started as rank R, inside step S at forward, backward, sync or update, at eval (the evaluation at the end of an epoch whose last step is S), at save (step S's checkpoint: this rank's files written, `latest` not yet moved), or at adopt (elastic: while a new generation takes the group's state before step S); FAIL instead makes that process alone see a communication failure there, once (under --elastic, after every other member reached the same point)")
+    ("debug-signal", po::value(&o.debug_signal)->default_value(""), "testing: R:S:PHASE[:STOP|KILL|TERM|USR1|USR2|FAIL][,...] sends SIGKILL (or SIGSTOP, SIGTERM, SIGUSR1, SIGUSR2: the flight record written, training goes on) to the process that started as rank R, inside step S at forward, backward, sync or update, at eval (the evaluation at the end of an epoch whose last step is S), at save (step S's checkpoint: this rank's files written, `latest` not yet moved), or at adopt (elastic: while a new generation takes the group's state before step S); FAIL instead makes that process alone see a communication failure there, once (under --elastic, after every other member reached the same point)")
     ("debug-sample-log", po::value(&o.cfg.sample_log)->default_value(""), "testing: append 'step world rank index...' for every completed step to PREFIX.<elastic id or rankN>")
     ("no-broadcast-buffers", po::bool_switch(&o.no_broadcast_buffers), "BatchNorm buffers: do not broadcast rank 0's running statistics before each step's first forward (PyTorch DDP's broadcast_buffers=False); each rank keeps its own")
     ("sync-bn", po::bool_switch(&o.cfg.sync_bn), "every BatchNorm is a SyncBatchNorm: batch statistics over all ranks' samples (one allgather per BatchNorm in forward, one allreduce in backward)")

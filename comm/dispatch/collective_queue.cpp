@@ -24,6 +24,7 @@ void CollectiveQueue::number(CollArgs& args) {
   // Tags above the user range: one per collective, so a late message of one collective
   // can never be matched by the next one.
   args.tag = Communicator::kMaxUserTag + 1 + (args.seq % (int64_t{1} << 30));
+  if (on_numbered_) on_numbered_(args);
 }
 
 WorkPtr CollectiveQueue::push(CollArgs args, const ErrorContext& ctx, Millis wait_timeout) {

@@ -92,6 +92,9 @@ class CollectiveQueue {
   bool try_run_here(CollArgs& args, std::exception_ptr& err);
   // Fails every task still queued with the error `error_for` builds for it.
   void fail_queued(const std::function<std::exception_ptr(const CollArgs&)>& error_for);
+  // Called with each collective as it is numbered, under the queue's lock (the flight
+  // recorder's "scheduled"); set before the first push.
+  void on_numbered(std::function<void(const CollArgs&)> f) { on_numbered_ = std::move(f); }
   // Runs what is queued, waits for a running task, joins the worker. Idempotent.
   void stop();
 
@@ -108,6 +111,7 @@ class CollectiveQueue {
     std::shared_ptr<PromiseWork> work;
   };
   void number(CollArgs& args);  // under mu_
+  std::function<void(const CollArgs&)> on_numbered_;
   // Runs the front task on this thread (takes and gives back mu_ through `lk`) and
   // counts it in `ran`.
   void run_front(std::unique_lock<std::mutex>& lk, uint64_t& ran);

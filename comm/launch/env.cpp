@@ -73,6 +73,14 @@ const std::vector<Knob>& declared_knobs() {
        "tests and benchmarks: sse, avx, avx2, avx512, avx512_bf16 or amx = the CPU kernels (ours and oneDNN's) use "
        "instruction sets up to that level only, so the paths of a lesser CPU run here; unset: the CPU's own "
        "(device/cpu_isa.h, docs/usage.md \"Compute kernels\")"},
+      {"DPT_FLIGHT", "1",
+       "1 = every communicator keeps its last DPT_FLIGHT_ENTRIES operations (the flight recorder, "
+       "comm/dispatch/flight_recorder.h), written to DPT_FLIGHT_DIR on a timeout, an abort or SIGUSR2; 0 = off"},
+      {"DPT_FLIGHT_ENTRIES", "2048", "the flight recorder: collectives kept per communicator (a quarter as many "
+                                     "point-to-point calls)"},
+      {"DPT_FLIGHT_DIR", "",
+       "the flight recorder: where each process writes rank<R>.json; unset: $TMPDIR/dpt_flight (/tmp/dpt_flight). "
+       "tools/flight_report.py DIR reads every rank's"},
       {kElasticSettleS, "10",
        "elastic training: seconds a survivor waits for members that neither arrived nor were seen dead (a hung or "
        "unreachable rank) before the next generation forms without them"},

@@ -9,7 +9,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
 
 #include "comm/launch/env.h"
 #include "comm/store/elastic_membership.h"
@@ -147,6 +151,18 @@ void Job::stop_all(int sig) {
   stopping_ = true;
 }
 
+namespace {
+// Whether the process catches SIGUSR2 (/proc/PID/status, SigCgt): a dpt program does, to
+// write its flight record (comm/dispatch/flight_recorder.h); others would die of it.
+bool catches_sigusr2(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGUSR2 - 1)) & 1;
+  return false;
+}
+}  // namespace
+
 void Job::stop_job_for(size_t r) {
   first_failed_ = static_cast<int>(r);
   int alive = 0;
@@ -154,6 +170,12 @@ void Job::stop_job_for(size_t r) {
   if (alive > 0)
     say("stopping the other " + std::to_string(alive) + " rank(s) (SIGTERM, SIGKILL after " +
         std::to_string(o_.grace_s).substr(0, std::to_string(o_.grace_s).find('.') + 2) + " s)");
+  // First every rank that keeps a flight recorder writes it (a rank blocked in a
+  // collective would otherwise die with the record of what it waited on).
+  int asked = 0;
+  for (const Rank& x : ranks_)
+    if (x.running && catches_sigusr2(x.pid)) asked += ::kill(x.pid, SIGUSR2) == 0;
+  if (asked > 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   stop_all(SIGTERM);
 }
 

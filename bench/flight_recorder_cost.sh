@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The flight recorder's cost: the step time (train's step_ms, the mean over the run) with
+# recording on (the default) and off (DPT_FLIGHT=0), interleaved round by round so a busy
+# spell hits both, for the Quick start's MLP (one small bucket per step: the recorder's
+# share is largest where a step is shortest) and a byte-level GPT (4 layers, width 128).
+# Prints each round and the median ratio on/off per model.
+#
+#   bench/flight_recorder_cost.sh [build] [ROUNDS (default 5)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+rounds=${2:-5}
+echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; 2 ranks, tcp"
+step_ms() { grep -o 'step_ms=[0-9.]*' | tail -1 | cut -d= -f2; }
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+run() {  # NAME ARGS...
+  local name=$1; shift
+  local on=() off=()
+  for r in $(seq 1 "$rounds"); do
+    a=$(DPT_FLIGHT=1 "$build/bin/launch" -n 2 "$build/bin/train" --backend tcp "$@" 2>&1 | step_ms)
+    b=$(DPT_FLIGHT=0 "$build/bin/launch" -n 2 "$build/bin/train" --backend tcp "$@" 2>&1 | step_ms)
+    [[ -n $a && -n $b ]] || { echo "flight_recorder_cost: $name round $r printed no step_ms" >&2; exit 1; }
+    echo "$name round $r: on $a ms, off $b ms"
+    on+=("$a") off+=("$b")
+  done
+  local mon moff
+  mon=$(median "${on[@]}") moff=$(median "${off[@]}")
+  echo "$name median: on $mon ms, off $moff ms per step: on/off $(echo "$mon / $moff" | bc -l | cut -c1-6)"
+}
+run mlp --model mlp --steps 600 --log-every 1000 --max-eval-samples 64
+run gpt --model gpt --steps 60 --batch-size 8 --log-every 1000 --max-eval-samples 16
