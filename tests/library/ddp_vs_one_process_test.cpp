@@ -194,3 +194,59 @@ TEST_CASE("DDP over a model of two inputs equals one process over the global bat
   INFO("largest relative difference " << worst);
   CHECK(worst < 1e-5);
 }
+
+TEST_CASE("DiLoCo wrapper: H local steps per worker, then the outer Nesterov step, against every worker simulated here") {
+  Context& ctx = context();
+  const int world = ctx.world_size();
+  constexpr int kInner = 3, kRounds = 2;
+  constexpr float kInnerLr = 0.05f, kOuterLr = 0.7f, kOuterMomentum = 0.9f;
+  nn::Model model(library_test::toy_net(), {.seed = uint64_t(ctx.rank() + 1)});
+  DiLoCo diloco(model, ctx, {.inner_steps = kInner, .outer_lr = kOuterLr, .outer_momentum = kOuterMomentum,
+                             .group_size = 1});  // every rank a worker of its own
+  optim::SGD optimizer(diloco.parameters(), {.lr = kInnerLr});
+  // The reference: one model per worker here, each on that worker's rows; at a round's
+  // end the pseudo-gradient (start - the workers' mean) takes torch.optim.SGD's Nesterov
+  // step from the round's start (buf = mu buf + g, update = g + mu buf).
+  std::vector<nn::Model> workers;
+  std::vector<std::unique_ptr<optim::SGD>> inner;
+  for (int w = 0; w < world; ++w) {
+    workers.emplace_back(library_test::toy_net(), nn::ModelOptions{.seed = 1});
+    inner.push_back(std::make_unique<optim::SGD>(workers.back().parameters(), optim::SGDOptions{.lr = kInnerLr}));
+  }
+  const size_t n = workers[0].flat_parameters().size();
+  std::vector<double> start(workers[0].flat_parameters().begin(), workers[0].flat_parameters().end()), buf(n, 0.0);
+  for (int step = 0; step < kInner * kRounds; ++step) {
+    const nn::Tensor x = global_inputs(step, world), y = global_targets(step, world);
+    const int64_t lo = kBatch * ctx.rank(), hi = kBatch * (ctx.rank() + 1);
+    optimizer.zero_grad();
+    diloco.backward(nn::mse_loss(diloco.forward(x.rows(lo, hi)), y.rows(lo, hi)));
+    optimizer.step();
+    for (int w = 0; w < world; ++w) {
+      inner[size_t(w)]->zero_grad();
+      workers[size_t(w)].backward(nn::mse_loss(workers[size_t(w)].forward(x.rows(kBatch * w, kBatch * (w + 1))),
+                                               y.rows(kBatch * w, kBatch * (w + 1))));
+      inner[size_t(w)]->step();
+    }
+    if ((step + 1) % kInner == 0) {
+      for (size_t i = 0; i < n; ++i) {
+        double mean = 0;
+        for (auto& m : workers) mean += double(m.flat_parameters()[i]);
+        const double g = start[i] - mean / world;
+        buf[i] = step + 1 == kInner ? g : kOuterMomentum * buf[i] + g;
+        start[i] -= kOuterLr * (g + kOuterMomentum * buf[i]);
+      }
+      for (auto& m : workers)
+        for (size_t i = 0; i < n; ++i) m.flat_parameters()[i] = float(start[i]);
+    }
+  }
+  const std::span<float> mine = model.flat_parameters();
+  double worst = 0, moved = 0;
+  nn::Model initial(library_test::toy_net(), {.seed = 1});
+  for (size_t i = 0; i < n; ++i) {
+    worst = std::max(worst, std::fabs(double(mine[i]) - start[i]) / (1.0 + std::fabs(start[i])));
+    moved = std::max(moved, std::fabs(start[i] - double(initial.flat_parameters()[i])));
+  }
+  INFO("rank " << ctx.rank() << ": largest relative difference from the simulated workers " << worst);
+  CHECK(worst < 1e-5);
+  CHECK(moved > 1e-3);
+}
