@@ -17,13 +17,8 @@ namespace {
 // Names and shapes of every parameter and buffer: what must be equal on every rank.
 std::string structure_of(const Module& m) {
   std::string s;
-  auto shape = [](const std::vector<int64_t>& v) {
-    std::string t = "[";
-    for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
-    return t + "]";
-  };
-  for (const ParamInfo& p : m.param_infos()) s += p.name + " " + shape(p.shape) + "; ";
-  for (const BufferInfo& b : m.buffer_infos()) s += "buffer " + b.name + " " + shape(b.shape) + "; ";
+  for (const ParamInfo& p : m.param_infos()) s += p.name + " " + shape_to_string(p.shape) + "; ";
+  for (const BufferInfo& b : m.buffer_infos()) s += "buffer " + b.name + " " + shape_to_string(b.shape) + "; ";
   return s;
 }
 
@@ -40,17 +35,10 @@ std::string first_difference(const std::string& a, const std::string& b, size_t 
   return "rank 0 has '" + entry(a) + "' where rank " + std::to_string(rank) + " has '" + entry(b) + "'";
 }
 
-uint64_t fnv1a(std::span<const float> v) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
+// "f32", "bf16" or "f16" (comm/types.h's dtype names), refused otherwise naming the caller.
 DType wire_dtype(const std::string& s, const char* who) {
-  if (s == "f32" || s == "fp32") return DType::f32;
-  if (s == "bf16") return DType::bf16;
-  if (s == "f16" || s == "fp16") return DType::f16;
+  for (DType d : {DType::f32, DType::bf16, DType::f16})
+    if (s == dtype_name(d)) return d;
   throw std::invalid_argument(std::string(who) + ": dtype '" + s + "': valid are f32, bf16, f16");
 }
 
@@ -107,10 +95,7 @@ struct DataParallel::Impl : ParameterSet::Owner {
     // Once: the parameters are still rank 0's everywhere (the constructor made them so;
     // a checkpoint loaded on some ranks only after wrapping breaks it). ZeRO-3 holds shards.
     if (!parameters_checked && config.zero_stage != 3) {
-      const std::vector<std::string> all = ctx->comm->allgather_bytes(std::to_string(fnv1a(model->module->flat_params())));
-      std::string bad;
-      for (size_t r = 1; r < all.size(); ++r)
-        if (all[r] != all[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+      const std::string bad = ranks_with_other_values(*ctx->comm, model->module->flat_params());
       if (!bad.empty())
         throw std::runtime_error(who + ": the parameters of rank(s) " + bad + " differ from rank 0's: they changed "
                                  "after " + name + " made them equal (a checkpoint loaded on some ranks only? load "

@@ -1,24 +1,16 @@
 #include "dpt/tensor.h"
 
+#include "models/nn/tensor.h"
+
 #include <cmath>
 #include <random>
 #include <stdexcept>
 
 namespace dpt::nn {
 namespace {
-size_t count(const std::vector<int64_t>& shape) {
-  size_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) throw std::invalid_argument("dpt::nn::Tensor: negative dimension in the shape");
-    n *= size_t(d);
-  }
-  return n;
-}
-std::string text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
+// The internal tensor's helpers (models/nn/tensor.h): the same words in every message.
+size_t count(const std::vector<int64_t>& shape) { return ::dpt::shape_numel(shape); }
+std::string text(const std::vector<int64_t>& shape) { return ::dpt::shape_to_string(shape); }
 }  // namespace
 
 Tensor::Tensor(std::vector<int64_t> shape, float fill) : shape_(std::move(shape)), values_(count(shape_), fill) {}

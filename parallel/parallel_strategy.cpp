@@ -44,6 +44,10 @@ bool broadcast_where_differs(Communicator& comm, std::span<float> params, const 
   return true;
 }
 
+std::string ranks_with_other_values(Communicator& comm, std::span<const float> values, int root) {
+  return ranks_differing(comm, fnv1a(values), root);
+}
+
 void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std::string& who) {
   const std::string bad = ranks_differing(comm, fingerprint, 0);
   if (!bad.empty())

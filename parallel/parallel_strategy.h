@@ -189,6 +189,9 @@ void broadcast_verified(Communicator& comm, std::span<float> params, const std::
 // broadcast_verified. For DiLoCo across slow links, where the start's broadcast is a
 // model's worth per host, as much as a round's exchange. Returns whether it broadcast.
 bool broadcast_where_differs(Communicator& comm, std::span<float> params, const std::string& who, int root = 0);
+// Collective (one allgather of 8-byte checksums): the ranks whose `values` differ from rank
+// `root`'s, as "1, 3" ("" when every rank holds the same bytes).
+std::string ranks_with_other_values(Communicator& comm, std::span<const float> values, int root = 0);
 // Collective, for models built sharded (ParamStore::fingerprint): throws on every rank,
 // naming the ranks whose fingerprint differs from rank 0's.
 void verify_same_parameters(Communicator& comm, uint64_t fingerprint, const std::string& who);
