@@ -63,7 +63,8 @@ void Context::switch_backend(const std::string& name) {
     throw std::runtime_error("dpt::Context::switch_backend: backend " + name + " made rank " +
                              std::to_string(next->rank()) + " of " + std::to_string(next->size()) + ", not rank " +
                              std::to_string(rank()) + " of " + std::to_string(world_size()));
-  for (Impl::Wrapper* w : impl_->wrappers) w->strategy->set_communicator(*next);
+  for (Impl::Wrapper* w : impl_->wrappers)
+    if (w->strategy) w->strategy->set_communicator(*next);
   impl_->retired.push_back(std::move(impl_->comm));
   impl_->comm = std::move(next);
 }

@@ -19,7 +19,7 @@ struct dpt::Context::Impl {
   // A wrapper over this context: its strategy and the name it goes by in errors.
   struct Wrapper {
     std::string name;
-    ::dpt::ParallelStrategy* strategy = nullptr;
+    ::dpt::ParallelStrategy* strategy = nullptr;  // null: the wrapper reads `comm` at each use
     const bool* in_backward = nullptr;  // a forward waits for its backward
   };
   std::unique_ptr<::dpt::Communicator> comm;

@@ -1,4 +1,5 @@
 #include "parallel/parallel_strategy.h"
+#include "parallel/ranks_differing.h"
 
 #include <limits>
 #include <stdexcept>
@@ -16,8 +17,8 @@ uint64_t fnv1a(std::span<const float> values) {
   for (size_t i = 0; i < values.size_bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
+}  // namespace
 
-// Ranks (by number) whose value differs from rank `root`'s; one allgather.
 std::string ranks_differing(Communicator& comm, uint64_t mine, int root) {
   std::vector<uint64_t> all(size_t(comm.size()));
   comm.allgather(make_buffer(reinterpret_cast<int64_t*>(&mine), 1),
@@ -27,7 +28,6 @@ std::string ranks_differing(Communicator& comm, uint64_t mine, int root) {
     if (all[size_t(r)] != all[size_t(root)]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
   return bad;
 }
-}  // namespace
 
 void broadcast_verified(Communicator& comm, std::span<float> params, const std::string& who, int root) {
   comm.broadcast(Buffer{params.data(), params.size(), DType::f32, {}}, root);

@@ -14,7 +14,8 @@
 #   api/             no program, no binding (the public API's implementation, above train/)
 #   include/dpt/     the public headers: nothing of the project's folders (self-contained);
 #                    examples/, tests/library/ and tools/train.cpp likewise (users of it alone)
-#   PyTorch's headers (torch/, ATen/, c10/) only in bindings/
+#   PyTorch's headers (torch/, ATen/, c10/) only in bindings/ (and the tests, benchmarks and
+#   examples/libtorch/ programs written with libtorch)
 #   every folder of the sources (the tree but build/, third_party/, shared/ and hidden
 #   folders; tests/ and bench/ included): at most 30 source files (.h .cpp .cu .cuh and
 #   CMakeLists.txt) directly in it; a fuller one is split by what changes together
@@ -53,7 +54,7 @@ if [[ ${1:-} == --selftest ]]; then
                'comm/h.cpp:#include "models/nn/tensor.h"' 'device/i.cpp:#include <comm/types.h>' \
                'parallel/j.cpp:#include "train/dist_trainer.h"' 'parallel/k.cpp:#include "parallel/zero/zero.h"' \
                'optim/l.cpp:#include "comm/communicator.h"' 'backends/m.cpp:#include "models/nn/tensor.h"' \
-               'train/n.cpp:#include "tools/launch/job.h"' 'models/zoo/o.cpp:#include <torch/torch.h>' \
+               'train/n.cpp:#include "tools/launch/job.h"' 'models/zoo/o.cpp:#include <torch/torch.h>' 'examples/o2.cpp:#include <torch/torch.h>' \
                'include/dpt/p.h:#include "comm/communicator.h"' 'include/dpt/p2.h:#include "api/model_impl.h"' \
                'examples/q.cpp:#include "models/nn/module.h"' 'tests/library/q2.cpp:#include "train/dist_trainer.h"' \
                'tools/train.cpp:#include "train/dist_trainer.h"' 'models/nn/r.cpp:#include <dpt/nn.h>' \
@@ -162,7 +163,7 @@ check examples "$internal"
 check tests/library "$internal|tests/support"
 hits=$(echo "$index" | grep -E "^tools/train\.cpp:[0-9]+:($internal)/")
 [[ -n $hits ]] && { echo "tools/train.cpp is a user of the public API: it includes <dpt/...> only:"; echo "$hits"; bad=1; }
-hits=$(echo "$index" | grep -vE '^(bindings|tests|bench)/' | grep -E ':[0-9]+:(torch|ATen|c10)/')
+hits=$(echo "$index" | grep -vE '^(bindings|tests|bench|examples/libtorch)/' | grep -E ':[0-9]+:(torch|ATen|c10)/')
 [[ -n $hits ]] && { echo "only bindings/ includes PyTorch's headers:"; echo "$hits"; bad=1; }
 # Every folder of the sources: at most 30 source files directly in it, CMakeLists.txt included.
 counted=$(find . \( -path ./build -o -path ./third_party -o -path ./shared -o -path './.*' \) -prune -o -type f \
