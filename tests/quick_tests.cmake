@@ -62,6 +62,7 @@ set(DPT_QUICK_TESTS
   models_cuda_errors
   models_cuda_refuses_emulated
   models_gemm
+  models_gemm.by_size
   models_gemm_bf16
   models_gpt2
   models_gradcheck

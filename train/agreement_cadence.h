@@ -36,16 +36,19 @@ class AgreementCadence {
   // Whether the agreement before the step after `step` is due; `must`: the caller's
   // reasons above (boundary, data end, uneven inputs).
   bool due(int64_t step, bool must) const { return must || interval_s_ <= 0 || step >= next_; }
+  using Clock = std::chrono::steady_clock;
   // This rank's proposal for the steps until the next agreement: how many fit in
   // interval_s at its pace since the last one (1 when it has none yet).
-  int32_t propose(int64_t step) const;
+  int32_t propose(int64_t step) const { return propose(step, Clock::now()); }
   // The agreement at `step` took place with `steps` (the minimum of the proposals).
-  void agreed(int64_t step, int32_t steps);
+  void agreed(int64_t step, int32_t steps) { agreed(step, steps, Clock::now()); }
+  // The same at a given time (tests: a pace that does not depend on the machine's load).
+  int32_t propose(int64_t step, Clock::time_point now) const;
+  void agreed(int64_t step, int32_t steps, Clock::time_point now);
   // Agreements taken so far.
   int64_t count() const { return count_; }
 
  private:
-  using Clock = std::chrono::steady_clock;
   double interval_s_;
   int64_t next_ = -1;            // the step after which the next agreement falls due
   int64_t last_step_ = -1;       // the step of the last agreement (-1: none this pass)

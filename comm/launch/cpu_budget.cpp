@@ -27,9 +27,9 @@ struct CgroupPaths {
   std::string unified, cpu, cpuset;
 };
 
-CgroupPaths read_cgroup_paths() {
+CgroupPaths read_cgroup_paths(const std::string& proc_cgroup) {
   CgroupPaths p;
-  std::ifstream f("/proc/self/cgroup");
+  std::ifstream f(proc_cgroup);
   std::string line;
   while (std::getline(f, line)) {
     const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
@@ -62,16 +62,16 @@ std::vector<std::string> cgroup_dirs(const std::string& mount, std::string path)
 }
 
 // The tightest quota on the path, in CPUs (0: none).
-double read_quota(const CgroupPaths& p) {
+double read_quota(const CgroupPaths& p, const std::string& mount) {
   double tightest = 0;
   auto take = [&](double q) {
     if (q > 0 && (tightest == 0 || q < tightest)) tightest = q;
   };
-  for (const std::string& dir : cgroup_dirs("/sys/fs/cgroup", p.unified))
+  for (const std::string& dir : cgroup_dirs(mount, p.unified))
     take(parse_cpu_max(read_first_line(dir + "/cpu.max")));
   if (!p.cpu.empty())
-    for (const char* mount : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"})
-      for (const std::string& dir : cgroup_dirs(mount, p.cpu)) {
+    for (const char* controller : {"/cpu,cpuacct", "/cpu"})
+      for (const std::string& dir : cgroup_dirs(mount + controller, p.cpu)) {
         const std::string quota = read_first_line(dir + "/cpu.cfs_quota_us");
         const std::string period = read_first_line(dir + "/cpu.cfs_period_us");
         if (quota.empty() || period.empty()) continue;
@@ -81,12 +81,12 @@ double read_quota(const CgroupPaths& p) {
 }
 
 // CPUs of the process's cpuset (0: none found).
-int read_cpuset(const CgroupPaths& p) {
-  const std::string v2 = cgroup_dirs("/sys/fs/cgroup", p.unified).front() + "/cpuset.cpus.effective";
+int read_cpuset(const CgroupPaths& p, const std::string& mount) {
+  const std::string v2 = cgroup_dirs(mount, p.unified).front() + "/cpuset.cpus.effective";
   int n = parse_cpu_list(read_first_line(v2));
   if (n > 0) return n;
   if (!p.cpuset.empty()) {
-    n = parse_cpu_list(read_first_line(cgroup_dirs("/sys/fs/cgroup/cpuset", p.cpuset).front() + "/cpuset.cpus"));
+    n = parse_cpu_list(read_first_line(cgroup_dirs(mount + "/cpuset", p.cpuset).front() + "/cpuset.cpus"));
     if (n > 0) return n;
   }
   return 0;
@@ -125,7 +125,8 @@ double parse_cpu_max(std::string_view text) {
   if (quota == "max" || quota == "-1") return 0;
   char* end = nullptr;
   const double q = std::strtod(quota.c_str(), &end);
-  if (*end || q <= 0) return -1;
+  if (*end || q < 0) return -1;
+  if (q == 0) return 1 / period;  // below any real quota (at least 1000 us): 1 core, never "none" (0)
   return q / period;
 }
 
@@ -147,8 +148,13 @@ CpuBudget read_cpu_budget() {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int affinity = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : int(online);
-  const CgroupPaths paths = read_cgroup_paths();
-  return combine_cpu_budget(int(online), affinity, read_cpuset(paths), read_quota(paths));
+  const CgroupLimits cgroup = read_cgroup_limits();
+  return combine_cpu_budget(int(online), affinity, cgroup.cpuset, cgroup.quota);
+}
+
+CgroupLimits read_cgroup_limits(const CgroupFiles& files) {
+  const CgroupPaths paths = read_cgroup_paths(files.proc_cgroup);
+  return {read_cpuset(paths, files.mount), read_quota(paths, files.mount)};
 }
 
 std::string CpuBudget::text() const {

@@ -37,9 +37,25 @@ struct CpuBudget {
 // no such limit.
 CpuBudget read_cpu_budget();
 
+// Where the cgroup limits are read from: this process's by default; a test points them at
+// made-up files (tests/comm/cpu_budget_files_test.cpp).
+struct CgroupFiles {
+  std::string proc_cgroup = "/proc/self/cgroup";  // "0::/a/b" (v2), "4:cpu,cpuacct:/a/b" (v1)
+  std::string mount = "/sys/fs/cgroup";           // v2's files, v1's controllers' folders below it
+};
+// The cgroup's limits alone: its cpuset's CPUs (0: none found) and the tightest quota on
+// its path, in CPUs (0: none).
+struct CgroupLimits {
+  int cpuset = 0;
+  double quota = 0;
+};
+CgroupLimits read_cgroup_limits(const CgroupFiles& files = {});
+
 // The pieces, for tests: combine() fills host from the others; parse_cpu_list counts a
 // kernel CPU list ("0-3,8,10-11" -> 7; -1 when malformed); parse_cpu_max reads cgroup v2
-// cpu.max ("max 100000" -> 0, "150000 100000" -> 1.5; -1 when malformed).
+// cpu.max ("max 100000" -> 0, "150000 100000" -> 1.5; -1 when malformed). A quota of 0
+// (the kernel never writes one: its least is 1000 us) is the tightest limit there is, not
+// none: a value above 0 too small to give a whole CPU, so the host gets 1 core.
 CpuBudget combine_cpu_budget(int online, int affinity, int cpuset, double quota);
 int parse_cpu_list(std::string_view list);
 double parse_cpu_max(std::string_view text);

@@ -112,4 +112,12 @@ LaunchThreadEnv launch_thread_env(const ThreadSettings& s, const CpuBudget& b, i
   return e;
 }
 
+CpuBudget launcher_budget(const CpuBudget& launcher, int bound_cpus) {
+  const CpuBudget pool = combine_cpu_budget(launcher.online, launcher.affinity,
+                                            std::min(launcher.cpuset, launcher.affinity), launcher.quota);
+  if (bound_cpus <= 0) return pool;
+  // Each rank will own its block: plan as a bound rank sees it.
+  return combine_cpu_budget(pool.online, bound_cpus, pool.cpuset, pool.quota);
+}
+
 }  // namespace dpt

@@ -66,4 +66,10 @@ struct LaunchThreadEnv {
 };
 LaunchThreadEnv launch_thread_env(const ThreadSettings& s, const CpuBudget& budget, int local_ranks, int world_size);
 
+// The budget tools/launch plans its ranks from, given its own (read_cpu_budget() in
+// launch): launch's affinity mask (taskset, a batch system's binding of the launcher) is
+// the pool all its ranks share, not one rank's binding; the cgroup quota stays; with
+// --bind cores each rank owns `bound_cpus` of the pool (0: not bound).
+CpuBudget launcher_budget(const CpuBudget& launcher, int bound_cpus);
+
 }  // namespace dpt

@@ -30,14 +30,19 @@
 // last rank receives from rank R and every other rank receives from the last rank, so
 // the last rank alone could notice that R is gone (R never dials it; nobody sends to R).
 // --rank0-leaves-first: once every rank told rank 0 it has built its communicator, rank 0
-// closes it (cleanly) and returns; the others wait 300 ms, then rank 1 sends a word to
-// rank 2 (a first contact, after the store rank 0 served is gone) and rank 2 receives it:
-// a dial must not need the store (the trainer's last barrier meets partners it never
-// talked to after rank 0 is through).
+// closes it (cleanly) and returns; the others wait until rank 0's store port
+// (MASTER_ADDR:MASTER_PORT) refuses connections (exit 6 if it still accepts after 20 s),
+// then rank 1 sends a word to rank 2 (a first contact, after the store rank 0 served is
+// gone) and rank 2 receives it: a dial must not need the store (the trainer's last
+// barrier meets partners it never talked to after rank 0 is through).
 // Exit codes: 0 ok; 3 a CommError (text on stderr); 4 wrong result; 5 connection count;
-// 2 bad usage.
+// 6 rank 0's store still up; 2 bad usage.
 #include <dirent.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstdio>
@@ -80,6 +85,37 @@ long rss_kib() {
     f.ignore(1 << 20, '\n');
   }
   return -1;
+}
+
+// Whether a TCP connection to host:port is refused now (nothing listens there).
+bool refused(const char* host, const char* port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  if (::getaddrinfo(host, port, &hints, &res) != 0) return false;
+  bool all_refused = true;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool no = ::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == ECONNREFUSED;
+    ::close(fd);
+    all_refused = all_refused && no;
+  }
+  ::freeaddrinfo(res);
+  return all_refused;
+}
+
+// Waits until rank 0's store (MASTER_ADDR:MASTER_PORT, as launch set them) refuses
+// connections: its server is gone, not merely presumed gone after a while.
+bool store_gone(double timeout_s) {
+  const char* host = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (!host || !port) return false;
+  const auto until = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!refused(host, port)) {
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 // Small integers, so every sum is exact in float whatever the reduction order.
@@ -145,11 +181,17 @@ int main(int argc, char** argv) {
         std::printf("probe rank 0 left\n");
         return 0;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (!store_gone(20)) {
+        std::fprintf(stderr, "rank %d: rank 0's store at %s:%s still accepts connections after 20 s\n", r,
+                     std::getenv("MASTER_ADDR") ? std::getenv("MASTER_ADDR") : "(no MASTER_ADDR)",
+                     std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : "(no MASTER_PORT)");
+        return 6;
+      }
       float word = 42;
       if (r == 1) comm->send(Buffer{&word, 1, DType::f32, Device{}}, 2, 9);
       if (r == 2) comm->recv(Buffer{&word, 1, DType::f32, Device{}}, 1, 9);
-      std::printf("probe rank %d after rank 0 left: %s\n", r, r > 2 ? "idle" : r == 1 ? "sent" : "received");
+      std::printf("probe rank %d after rank 0's store refused connections: %s\n", r,
+                  r > 2 ? "idle" : r == 1 ? "sent" : "received");
       return r == 2 && word != 42 ? 4 : 0;
     }
     if (only_higher_waits) {

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <utility>
 
 #include <stdlib.h>
 
@@ -86,6 +87,13 @@ TEST_CASE("slurm: srun with nothing set: the step's first node and a port from t
     const LaunchInfo li = detect_launch();
     CHECK(li.master_addr == "cn2");
     CHECK(li.master_port == 10000 + (4242 % 2500) * 8);
+  }
+  // Later steps of that job (srun run again in one allocation) get the next ports; the
+  // ninth wraps onto the first's (SLURM_STEP_ID % 8, docs/slurm.md).
+  for (const auto& [step, offset] : {std::pair{"1", 1}, {"3", 3}, {"7", 7}, {"8", 0}, {"11", 3}}) {
+    LaunchEnv env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", step}});
+    INFO("SLURM_STEP_ID=" << step);
+    CHECK(detect_launch().master_port == 10000 + (4242 % 2500) * 8 + offset);
   }
   // Steps of one job and jobs whose ids are close get different ports; MASTER_PORT wins.
   std::set<int> ports;

@@ -27,6 +27,7 @@ TEST_CASE("cpu lists and cgroup cpu.max parse as the kernel writes them", "[thre
   CHECK(parse_cpu_list("a-b") == -1);
   CHECK(parse_cpu_max("max 100000") == 0.0);
   CHECK(parse_cpu_max("150000 100000\n") == Approx(1.5));
+  CHECK(parse_cpu_max("0 100000") > 0.0);  // the tightest quota, not "none"
   CHECK(parse_cpu_max("") == -1.0);
   CHECK(parse_cpu_max("x 100000") == -1.0);
 }

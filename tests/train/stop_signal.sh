@@ -9,7 +9,8 @@
 #   term-save   two SIGTERMs to rank 0 during step 10's periodic checkpoint (its files
 #               written, `latest` not yet moved): that checkpoint completes, no second one
 #               is written, and the run stops after step 10
-# And without --checkpoint-dir SIGTERM terminates as always (nothing to save: no waiting).
+# And without --checkpoint-dir SIGTERM terminates as always (nothing to save: no waiting):
+# rank 1 dies of it, and launch exits 143 naming rank 1.
 # Usage: stop_signal.sh BIN_DIR
 set -u
 bin=$1
@@ -32,7 +33,9 @@ check_case() {  # NAME STOP_STEP DEBUG_SIGNAL
   [[ $rc -eq 75 ]] || { cat "$work/$name.1.log"; fail "$name: the signalled job exited $rc, not 75 (launch passes its ranks' 75 on)"; }
   grep -q "stopped by a signal after step $at: checkpoint in" "$work/$name.1.log" ||
     { cat "$work/$name.1.log"; fail "$name: no 'stopped by a signal after step $at'"; }
-  [[ $(grep -c "exited with code 75\|exit 75" "$work/$name.1.log") -ge 1 ]] ||
+  # launch sees the first rank to end exit 75 and stops the other (train's own "(exit 75)"
+  # in its message must not pass for it).
+  grep -qE "^launch: rank [01] exited with code 75$" "$work/$name.1.log" ||
     { cat "$work/$name.1.log"; fail "$name: no rank exited 75"; }
   [[ $(cat "$dir/latest") == "step_$at" ]] || fail "$name: latest is '$(cat "$dir/latest")', not step_$at"
   ! grep -qE "^\[rank 0\] step +$((at + 1)) \|" "$work/$name.1.log" || fail "$name: step $((at + 1)) ran before the stop"
@@ -55,8 +58,11 @@ start=$(date +%s)
 "$bin/launch" -n 2 "$bin/train" "${args[@]}" --steps 100000 --debug-signal "1:3:forward:TERM" \
   > "$work/plain.log" 2>&1
 rc=$? took=$(($(date +%s) - start))
-grep -q "rank 1 was killed by signal 15\|rank 1 .*SIGTERM\|signal 15" "$work/plain.log" ||
-  { cat "$work/plain.log"; fail "without --checkpoint-dir rank 1 did not die of its SIGTERM"; }
+# launch names the first rank that failed and passes its death on as 128 + 15; the rank
+# it stopped after that (rank 0) died of launch's SIGTERM, which must not pass for rank 1's.
+grep -q "^launch: job failed: rank 1 killed by signal 15 (SIGTERM)$" "$work/plain.log" ||
+  { cat "$work/plain.log"; fail "without --checkpoint-dir rank 1 did not die of its SIGTERM first"; }
+[[ $rc -eq 143 ]] || { cat "$work/plain.log"; fail "without --checkpoint-dir the job exited $rc, not 143 (SIGTERM)"; }
 grep -q "stopped by a signal" "$work/plain.log" && fail "without --checkpoint-dir the job claims a checkpoint"
 ((took < 30)) || fail "without --checkpoint-dir SIGTERM took $took s to end the job"
 echo "ok   no --checkpoint-dir: SIGTERM ends the job (rc $rc, $took s)"

@@ -61,27 +61,43 @@ TEST_CASE("trainer: ToyModel learns synthetic regression, saves a loadable model
 }
 
 TEST_CASE("AgreementCadence: the world agrees where it must, at a pass's start, and on the interval") {
+  using namespace std::chrono_literals;
+  // Made-up times, so the proposals are exact on any machine under any load.
+  const auto t0 = dpt::AgreementCadence::Clock::time_point{} + 100s;
   dpt::AgreementCadence c(1.0);
   c.restart();
-  CHECK(c.due(0, false));   // a pass's first step
-  CHECK(c.propose(0) == 1);  // no pace yet
-  c.agreed(0, 1);
+  CHECK(c.due(0, false));  // a pass's first step
+  CHECK(c.propose(0, t0) == 1);  // no pace yet
+  c.agreed(0, 1, t0);
   CHECK(c.due(1, false));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  // 20 ms or more for one step: at most 50 steps fit in 1 s.
-  const int32_t k = c.propose(1);
-  CHECK(k >= 1);
-  CHECK(k <= 50);
-  c.agreed(1, 7);
-  for (int64_t s = 2; s < 8; ++s) {
+  // 4 steps in 0.5 s: 0.125 s a step, so 8 fit in the 1 s interval (64 would agree 8x too
+  // seldom, 1 before every step).
+  CHECK(c.propose(4, t0 + 500ms) == 8);
+  CHECK(c.propose(4, t0 + 250ms) == 16);   // 0.0625 s a step
+  CHECK(c.propose(4, t0 + 4100ms) == 1);   // slower than the interval: the next step, never 0
+  CHECK(c.propose(4, t0) == INT32_MAX);    // no time passed: nothing limits it
+  c.agreed(4, 7, t0 + 500ms);
+  for (int64_t s = 5; s < 11; ++s) {
     CHECK_FALSE(c.due(s, false));
     CHECK(c.due(s, true));  // a round's end or the data's
   }
-  CHECK(c.due(8, false));
+  CHECK(c.due(11, false));
+  // The pace is measured from the last agreement: 8 steps in 0.25 s, 32 fit.
+  CHECK(c.propose(12, t0 + 750ms) == 32);
   CHECK(c.count() == 2);
   c.restart();
-  CHECK(c.due(9, false));
+  CHECK(c.due(13, false));
+  CHECK(c.propose(13, t0 + 1s) == 1);  // a new pass: no pace yet
   dpt::AgreementCadence every(0.0);
-  every.agreed(3, 1000);
+  every.agreed(3, 1000, t0);
   CHECK(every.due(4, false));
+  CHECK(every.propose(4, t0 + 1s) == 1);
+  // The overloads without a time read the clock: 1 step of at least 20 ms, at most 50 fit.
+  dpt::AgreementCadence clock(1.0);
+  clock.restart();
+  clock.agreed(0, 1);
+  std::this_thread::sleep_for(20ms);
+  const int32_t k = clock.propose(1);
+  CHECK(k >= 1);
+  CHECK(k <= 50);
 }

@@ -83,16 +83,8 @@ bool set_thread_env(const Options& o) {
   // take every core anyway): nothing to set, nothing to say.
   if (o.nproc == 1 && o.bind != "cores") return true;
   try {
-    dpt::CpuBudget budget = dpt::read_cpu_budget();
-    // launch's own mask (taskset, a batch system's binding of the launcher) is the pool all
-    // its ranks share, not one rank's binding.
-    budget = dpt::combine_cpu_budget(budget.online, budget.affinity, std::min(budget.cpuset, budget.affinity),
-                                     budget.quota);
-    if (o.bind == "cores") {
-      // Each rank will own its block: plan as a bound rank sees it.
-      const int per = std::max(1, int(usable_cpus().size()) / o.nproc);
-      budget = dpt::combine_cpu_budget(budget.online, per, budget.cpuset, budget.quota);
-    }
+    const int bound = o.bind == "cores" ? std::max(1, int(usable_cpus().size()) / o.nproc) : 0;
+    const dpt::CpuBudget budget = dpt::launcher_budget(dpt::read_cpu_budget(), bound);
     const dpt::LaunchThreadEnv e =
         dpt::launch_thread_env(dpt::ThreadSettings::from_env(), budget, o.nproc, o.world_max());
     if (!e.omp_num_threads.empty()) {

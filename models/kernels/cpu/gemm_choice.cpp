@@ -51,7 +51,7 @@ GemmChoice choose_auto() {
   const std::string cpu = simd_level_name(cpu_features().fp32_level());
   if (auto by_level = choose_gemm_engine_by_level(ob, od)) {
     const std::string obs = "openblas core " + core, ods = "onednn " + onednn_isa_name();
-    if (ob == od)
+    if (gemm_by_size_on_levels(ob, od))
       return {GemmEngine::openblas, true,
               "auto: " + obs + " and " + ods + " are both " + simd_level_name(ob) +
                   ": openblas, at 1 thread onednn on products of m*n*k >= 2^20 (cpu: " + cpu + ")"};
@@ -115,6 +115,10 @@ SimdLevel onednn_isa_level(int isa) {
 std::optional<GemmEngine> choose_gemm_engine_by_level(SimdLevel openblas, SimdLevel onednn) {
   if (openblas == SimdLevel::unknown || onednn == SimdLevel::unknown) return std::nullopt;
   return onednn > openblas ? GemmEngine::onednn : GemmEngine::openblas;
+}
+
+bool gemm_by_size_on_levels(SimdLevel openblas, SimdLevel onednn) {
+  return openblas != SimdLevel::unknown && openblas == onednn;
 }
 
 GemmChoice choose_gemm_engine(std::string_view dpt_gemm) {

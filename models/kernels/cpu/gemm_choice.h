@@ -59,6 +59,9 @@ SimdLevel onednn_isa_level(int dnnl_cpu_isa);
 
 // Step 2 alone: nullopt when either level is unknown.
 std::optional<GemmEngine> choose_gemm_engine_by_level(SimdLevel openblas, SimdLevel onednn);
+// Whether rule 2b applies: both levels known and the same (on different levels the lower
+// engine loses at every size; unknown levels are measured, step 3).
+bool gemm_by_size_on_levels(SimdLevel openblas, SimdLevel onednn);
 
 inline constexpr double kMeasuredMargin = 1.3;
 // Step 3's measurement: OpenBLAS's time over oneDNN's (> 1: oneDNN faster), one thread
