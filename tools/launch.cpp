@@ -25,6 +25,7 @@
 #include <string>
 
 #include "comm/launch/env.h"
+#include "comm/net/shm_names.h"
 #include "comm/store/job_token.h"
 #include "tools/launch/cpu_binding.h"
 #include "tools/launch/elastic_role.h"
@@ -71,12 +72,29 @@ std::unique_ptr<ElasticRole> join_elastic_job(const Options& o) {
   }
 }
 
+// Removes the /dev/shm objects whose creators are dead (comm/net/shm_names.h): at the end
+// of every job, so a rank killed between making an object and unlinking it (SIGKILL, the
+// OOM killer) leaves nothing behind; with `legacy`, for --cleanup-shm, older builds' too.
+void reclaim_shm(bool legacy) {
+  const dpt::ShmReclaim r = dpt::reclaim_dead_shm(legacy);
+  if (!r.removed.empty())
+    say("removed " + std::to_string(r.removed.size()) + " shared-memory object(s) (" +
+        std::to_string(r.removed_bytes >> 20) + " MiB) that dead processes left in /dev/shm");
+  if (legacy)
+    say("/dev/shm: " + std::to_string(r.removed.size()) + " dpt object(s) removed, " + std::to_string(r.live) +
+        " in use kept, " + std::to_string(r.foreign) + " of another pid namespace kept");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
   int exit_code = 2;
   if (!parse(argc, argv, o, exit_code)) return exit_code;
+  if (o.cleanup_shm) {
+    reclaim_shm(true);
+    return 0;
+  }
   if (!ensure_job_token(o) || !choose_master_port(o)) return 2;
   o.slot_cpus = launch::plan_binding(o);
   if (o.bind == "cores") launch::say("--bind cores: " + launch::binding_text(o, o.slot_cpus));
@@ -88,5 +106,6 @@ int main(int argc, char** argv) {
   if (!job.start_ranks()) return 2;
   job.supervise();
   job.finish();
+  reclaim_shm(false);
   return job.exit_code();
 }

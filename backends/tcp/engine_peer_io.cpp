@@ -118,6 +118,24 @@ bool ProgressEngine::Impl::flush(Peer& p) {
     }
     ssize_t w;
     if (p.shm) {
+      // A goodbye alone on a ring never written goes as a flag (shm_ring.h): a pair
+      // that never talked then takes no ring page at all.
+      const Op& front = *p.sendq.front();
+      if (p.shm->out().produced() == 0 && p.sendq.size() == 1 && !front.work && front.bytes == 0 &&
+          front.header_sent == 0 && p.goodbye_queued) {
+        p.shm->out().say_goodbye();
+        p.sendq.pop_front();
+        ++frames_sent;
+        return true;
+      }
+      // The ring's pages are taken from /dev/shm as writes reach them (shm_channel.h): a
+      // full /dev/shm fails the communicator here, naming it, instead of a SIGBUS.
+      size_t upcoming = 0;
+      for (int i = 0; i < n; ++i) upcoming += iov[i].iov_len;
+      if (const std::string why = p.shm->reserve_out(upcoming); !why.empty()) {
+        fail_communicator(fmt::format("no shared memory for the ring to peer rank {}: {}", p.rank, why), false, -1);
+        return false;
+      }
       w = static_cast<ssize_t>(p.shm->out().write(iov, n));
       if (w == 0) return true;  // ring full: the consumer's doorbell or the spin resumes us
       shm_progress = true;

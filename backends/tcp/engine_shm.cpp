@@ -47,6 +47,8 @@ void ProgressEngine::Impl::check_shm_eof(Peer& p) {
   if (!p.sock.valid()) return;
   if (p.closing) return close_peer(p);
   if (p.paused || !p.shm->in().empty()) return;  // frames still to read first
+  // A goodbye given as a flag (a ring the peer never wrote): its clean end.
+  if (p.state == PeerState::open && p.shm->in().goodbye_said()) on_goodbye(p);
   if (p.state == PeerState::departed || shutting_down) return close_peer(p);
   const bool mid = p.in_payload || p.hdr_got > 0;
   on_connection_lost(p, fmt::format("{} by peer rank {}{}: did it exit or crash?", p.eof_detail, p.rank,

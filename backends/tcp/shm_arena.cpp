@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "comm/net/log.h"
+#include "comm/net/shm_names.h"
 
 namespace dpt::tcp {
 namespace {
@@ -179,6 +180,8 @@ void ShmArena::wait_for(int peer, uint32_t target, const Check& check) {
   }
 }
 
+size_t shm_arena_bytes(int world, uint64_t slot_bytes) { return arena_bytes(world, slot_bytes); }
+
 std::unique_ptr<ShmArena> setup_shm_arena(Store& store, const ArenaConfig& c) {
   if (c.world < 2) return nullptr;
   store.set(key(c, "want", c.rank), c.enabled ? "1" : "0");
@@ -188,7 +191,8 @@ std::unique_ptr<ShmArena> setup_shm_arena(Store& store, const ArenaConfig& c) {
   if (!all_want || !c.enabled) return nullptr;
 
   const size_t bytes = arena_bytes(c.world, c.slot_bytes);
-  const std::string name = fmt::format("/dpt-{:016x}-{}-arena", c.job_id, c.comm_id);
+  // Named after rank 0 (comm/net/shm_names.h): if it dies before unlinking, it is reclaimed.
+  const std::string name = shm_object_name(fmt::format("{:016x}-{}-arena", c.job_id, c.comm_id));
   Mapping m;
   bool ok = false;
   if (c.rank == 0) {

@@ -95,6 +95,9 @@ class ShmArena {
   uint64_t round_ = 0;
 };
 
+// The bytes the arena of `world` ranks takes in /dev/shm.
+size_t shm_arena_bytes(int world, uint64_t slot_bytes);
+
 // Collective over all ranks: the arena, or null when any rank cannot or will not share
 // one (then the collectives run as messages). Throws TimeoutError if a rank does not
 // take part in time.

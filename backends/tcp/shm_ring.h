@@ -34,6 +34,9 @@ struct alignas(64) RingControl {
   alignas(64) std::atomic<uint64_t> tail{0};
   alignas(64) std::atomic<uint32_t> consumer_sleeping{0};
   alignas(64) std::atomic<uint32_t> producer_waiting{0};
+  // The producer's goodbye on a ring it never wrote: set instead of a goodbye frame, so a
+  // pair that never talked takes no ring page (shm_channel.h); read at the socket's end.
+  alignas(64) std::atomic<uint32_t> goodbye{0};
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings need lock-free 64-bit atomics");
 
@@ -55,6 +58,9 @@ class ShmRing {
   bool arm_producer_wait();
   // After publishing: true when the consumer was asleep (the caller rings its doorbell).
   bool consumer_needs_wake();
+  // Bytes published so far (the ring's pages below produced() % capacity were written).
+  uint64_t produced() const { return ctl_->head.load(std::memory_order_relaxed); }
+  void say_goodbye() { ctl_->goodbye.store(1, std::memory_order_seq_cst); }
 
   // ---- consumer ----
   size_t read(void* dst, size_t n);
@@ -63,6 +69,7 @@ class ShmRing {
   bool arm_consumer_sleep();
   // After consuming: true when the producer waits for space (ring its doorbell).
   bool producer_needs_wake();
+  bool goodbye_said() const { return ctl_->goodbye.load(std::memory_order_seq_cst) != 0; }
   void disarm() {
     ctl_->consumer_sleeping.store(0, std::memory_order_relaxed);
   }

@@ -129,6 +129,13 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   if (ring < 4096 || (ring & (ring - 1)) != 0)
     throw std::invalid_argument("COMM_TCP_SHM_RING_BYTES must be a power of two of at least 4096");
   shm.ring_bytes = uint64_t(ring);
+  const int64_t inbox = env::get_int(kTcpShmInboxBytesEnv);
+  if (inbox < 4096) throw std::invalid_argument("COMM_TCP_SHM_INBOX_BYTES must be at least 4096");
+  shm.inbox_bytes = uint64_t(inbox);
+  const int64_t slot = env::get_int(kTcpShmSlotBytesEnv);
+  if (slot < 65536 || slot % 4096 != 0)
+    throw std::invalid_argument("COMM_TCP_SHM_SLOT_BYTES must be a multiple of 4096 of at least 65536");
+  if (env::get_bool(kTcpShmCollEnv)) shm.arena_bytes = tcp::shm_arena_bytes(m.world, uint64_t(slot));
   shm.job_id = mesh.job_id;
   shm.comm_id = cfg.comm_id;
   shm.prefix = cfg.prefix;
@@ -144,9 +151,6 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   arena.rank = m.rank;
   arena.world = m.world;
   arena.enabled = env::get_bool(kTcpShmCollEnv) && shm_peers == m.world - 1;
-  const int64_t slot = env::get_int(kTcpShmSlotBytesEnv);
-  if (slot < 65536 || slot % 4096 != 0)
-    throw std::invalid_argument("COMM_TCP_SHM_SLOT_BYTES must be a multiple of 4096 of at least 65536");
   arena.slot_bytes = uint64_t(slot);
   arena.spin = tcp_shm_spin_from_env();
   arena.job_id = mesh.job_id;

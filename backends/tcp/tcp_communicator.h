@@ -63,6 +63,7 @@ class TcpCommunicator : public Communicator {
 inline constexpr const char* kTcpMaxUnexpectedBytesEnv = "COMM_TCP_MAX_UNEXPECTED_BYTES";
 inline constexpr const char* kTcpShmEnv = "COMM_TCP_SHM";
 inline constexpr const char* kTcpShmRingBytesEnv = "COMM_TCP_SHM_RING_BYTES";
+inline constexpr const char* kTcpShmInboxBytesEnv = "COMM_TCP_SHM_INBOX_BYTES";
 inline constexpr const char* kTcpShmSpinUsEnv = "COMM_TCP_SHM_SPIN_US";
 inline constexpr const char* kTcpShmCollEnv = "COMM_TCP_SHM_COLL";
 inline constexpr const char* kTcpShmSlotBytesEnv = "COMM_TCP_SHM_SLOT_BYTES";

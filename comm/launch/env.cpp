@@ -36,7 +36,13 @@ const std::vector<Knob>& declared_knobs() {
       {kMaxFrameBytes, "1073741824", "tcp backend: largest frame a receiver accepts"},
       {"COMM_TCP_SHM", "1",
        "tcp backend: 1 = peers on the same host exchange data through shared memory (the TCP connection stays for liveness); 0 = TCP only"},
-      {"COMM_TCP_SHM_RING_BYTES", "1048576", "tcp backend: bytes of each shared-memory ring (per direction per peer pair; a power of two)"},
+      {"COMM_TCP_SHM_RING_BYTES", "1048576",
+       "tcp backend: bytes of each shared-memory ring (per direction per peer pair; a power of two; smaller where "
+       "COMM_TCP_SHM_INBOX_BYTES says)"},
+      {"COMM_TCP_SHM_INBOX_BYTES", "16777216",
+       "tcp backend: the most bytes of rings into one rank (its inbox): with more same-host peers than it holds rings of "
+       "COMM_TCP_SHM_RING_BYTES, each ring is this divided by the peers, rounded down to a power of two (at least 4096); "
+       "a ring takes memory only once its pair talks"},
       {"COMM_TCP_SHM_SPIN_US", "200",
        "tcp backend: microseconds a shared-memory wait spins before it sleeps (the engine polling its rings after the last byte "
        "moved; a collective waiting at an arena barrier)"},

@@ -2,8 +2,9 @@
 # A /dev/shm too small for the tcp backend's shared memory (a default container has
 # 64 MiB): in a private mount namespace with a tiny tmpfs on /dev/shm, a 2-rank job must
 # still run and give correct results, saying what it fell back to, never die of SIGBUS.
-#   1 MiB:   not even one pair's rings fit      -> "no shared memory with rank 1 ... using TCP"
-#   2600 KiB: the rings fit, the arena does not -> "no shared-memory collective arena ..."
+#   8 KiB:  not even the rings' headers fit          -> "no shared memory with rank 1 ... using TCP"
+#   1 MiB:  the rings shrink to fit, the arena does not -> "no shared-memory collective arena ..."
+#   (backends/tcp/shm_channel.h, "ring size": rings are sized to what /dev/shm has free)
 # Exit 77 (SKIP) when a mount namespace cannot be made (not root, no unshare).
 # Usage: fault_small_dev_shm.sh LAUNCH COMM_BENCH
 set -u
@@ -22,6 +23,6 @@ check() { local size=$1 expect=$2 out
   grep -q "Out of bounds values : 0 OK" <<<"$out" || fail "wrong results with /dev/shm of $size"
   grep -q "$expect" <<<"$out" || fail "no '$expect' warning with /dev/shm of $size"
 }
-check 1M "no shared memory with rank 1 .*is /dev/shm full or too small"
-check 2600k "no shared-memory collective arena .*is /dev/shm full or too small"
+check 8k "no shared memory with rank 1 .*is /dev/shm full or too small"
+check 1M "no shared-memory collective arena .*is /dev/shm full or too small"
 echo "PASS: both fall-backs ran with correct results"

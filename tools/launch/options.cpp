@@ -19,12 +19,14 @@ const char* const kUsage =
     "usage: launch -n N [--master-addr A] [--master-port P] [--grace-s S] [--no-prefix] [--bind cores] prog [args...]\n"
     "       launch --elastic -n MIN:MAX [--max-restarts K] [--nnodes H --node-rank I --rdzv-host A\n"
     "              --master-port P] prog [args...]\n"
-    "       launch --print-env\n"
+    "       launch --print-env | --cleanup-shm\n"
     "Starts N local ranks of prog with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
     "MASTER_ADDR (default 127.0.0.1) and MASTER_PORT (default: a free port) set; prog's own\n"
     "arguments (everything after its name) pass through untouched.\n"
     "If a rank fails the others are stopped (SIGTERM, then SIGKILL after --grace-s,\n"
     "default 5) and launch exits non-zero. --print-env prints the COMM_* variables.\n"
+    "When the job ends (by any means but launch's own SIGKILL), launch removes the shared\n"
+    "memory its dead ranks left in /dev/shm; --cleanup-shm does it for the whole node.\n"
     "Threads: unless OMP_NUM_THREADS or OPENBLAS_NUM_THREADS is set, every rank gets\n"
     "OMP_NUM_THREADS = the cores launch may use / N (at least 1), as torchrun sets it,\n"
     "and OMP_WAIT_POLICY=PASSIVE where ranks would share cores; launch says what it set.\n"
@@ -98,14 +100,16 @@ bool parse(int argc, char** argv, Options& o, int& exit_code) {
     ("elastic", po::bool_switch(&o.elastic), "a dead rank does not stop the others (train --elastic)")
     ("max-restarts", po::value(&restarts)->default_value(restarts), "elastic: replacement processes this launch may start in all")
     ("bind", po::value(&o.bind)->default_value(o.bind), "none | cores: cores gives each local rank its own block of the CPUs launch may use (as mpirun --bind-to core), printed at start")
-    ("print-env", po::bool_switch(&print_env), "print the COMM_* environment variables as a table and exit");
+    ("print-env", po::bool_switch(&print_env), "print the COMM_* environment variables as a table and exit")
+    ("cleanup-shm", po::bool_switch(&o.cleanup_shm),
+     "remove what dead processes left in /dev/shm (dpt objects whose creator is gone, and unmapped ones of older builds), say what, and exit");
   cli.hidden().add_options()
     ("nproc-per-node", po::value<std::string>(), "torchrun's name of --nproc")
     ("rdzv-host", po::value<std::string>(), "torchrun's name of --master-addr");
   cli.take_rest();  // the program and its own arguments
   cli.spelling("-np", "nproc");  // mpirun's
   const auto rc = cli.parse(argc, argv, [&](const po::variables_map& vm) {
-    if (print_env) return;
+    if (print_env || o.cleanup_shm) return;
     o.command = cli.rest();
     const std::string n = either(vm, "nproc", "nproc-per-node");
     if (n.empty()) throw std::invalid_argument("-n N is required (the processes to start on this node)");

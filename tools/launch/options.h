@@ -32,6 +32,7 @@ struct Options {
   std::string bind = "none";  // --bind none | cores (tools/launch/cpu_binding.h)
   std::vector<std::vector<int>> slot_cpus;  // --bind cores: each slot's CPUs
   std::vector<std::string> command;
+  bool cleanup_shm = false;  // --cleanup-shm: reclaim dead processes' /dev/shm objects and exit
 
   int world_max() const { return nnodes * nproc; }
   // The global rank of local slot l (block: k * L + l; cyclic: l * H + k).
