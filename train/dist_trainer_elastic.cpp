@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "comm/dispatch/flight_recorder.h"
 #include "optim/optimizer.h"
 #include "train/dist_trainer.h"
 #include "train/make_strategy.h"
@@ -88,6 +89,7 @@ DistTrainer::StateSync DistTrainer::sync_state(bool have_state, const TrainCallb
 
 void DistTrainer::reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t) {
   const auto t0 = Clock::now();
+  set_flight_phase("reform");
   if (cb.on_leave) cb.on_leave(elastic_->membership.generation, why);
   // Peers blocked on us fail at once instead of waiting out their timeout. A planned
   // change keeps the group's current state: a snapshot of it first, on the old group.

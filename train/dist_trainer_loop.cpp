@@ -153,6 +153,8 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
     if (last_step_reached()) return EpochEnd::last_step;
     if (step_ == switch_at_ && make_switch_) switch_communicator(cb);
     try {
+      set_flight_step(step_ + 1);
+      set_flight_phase("data");  // the batch and, when due, the world's agreement
       int fetched = 0;
       const bool starved = r == config_.uneven_rank && consumed >= config_.uneven_batches;
       if (!starved)

@@ -180,6 +180,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("eval-every", po::value(&o.cfg.eval_every)->default_value(0), "steps between evaluations (0: each epoch)")
     ("eval-batch-size", po::value(&o.cfg.eval_batch_size)->default_value(0), "samples per evaluation forward (0: 256, for gpt2 the per-rank --batch-size)")
     ("metrics-out", po::value(&o.metrics_out)->default_value(""), "write JSON lines of metrics here (rank 0)")
+    ("trace", po::value(&o.trace_dir)->default_value(""), "write each rank's timeline (phases and collectives, Chrome trace events) as DIR/rank<R>.json at the end; tools/trace_merge.py DIR merges them and reports overlap, idle time and the slowest rank (docs/reliability.md)")
     ("switch-backend", po::value(&o.switch_backend)->default_value(""), "STEP:NAME switch to backend NAME once STEP steps are done")
     ("elastic-snapshot-every", po::value(&o.cfg.elastic_snapshot_every)->default_value(10), "elastic ZeRO: steps between in-memory copies of every shard on its ring neighbour (the steps a failure may cost)")
     ("elastic-snapshot-replicas", po::value(&o.cfg.elastic_snapshot_replicas)->default_value(1), "elastic ZeRO: ring neighbours each shard is copied to (R): any R ranks may die at once without falling back to disk; costs R shards of memory and traffic per snapshot")

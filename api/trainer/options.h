@@ -34,6 +34,7 @@ struct Options {
   dpt::DistTrainConfig cfg;
   std::string backend, algo, precision, grad_compress, device, device_buckets, optimizer_device, overlap_comm;
   std::string metrics_out, config_file;
+  std::string trace_dir;  // --trace: the timeline (comm/dispatch/timeline.h)
   std::string switch_backend, switch_to;  // STEP:NAME, and NAME once checked
   int64_t switch_at = -1;
   int zero = 0;

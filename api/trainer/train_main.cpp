@@ -14,6 +14,7 @@
 #include "api/trainer/report.h"
 #include "api/trainer/user_dataset.h"
 #include "backends/registry.h"
+#include "comm/dispatch/timeline.h"
 #include "dpt/trainer.h"
 #include "train/cpu_threads_setup.h"
 #include "train/dist_trainer.h"
@@ -70,6 +71,16 @@ int run(int argc, char** argv, const dpt::TrainerSetup& setup) {
       comm = dpt::backends::create(o.backend, opts);
     }
     const int rank = comm->rank();
+    // The timeline's file is written when this block ends, by a failure too.
+    struct TimelineScope {
+      explicit TimelineScope(const std::string& dir, int rank, int world) : on(!dir.empty()) {
+        if (on) dpt::timeline_open(dir, rank, world);
+      }
+      ~TimelineScope() {
+        if (on) dpt::timeline_close();
+      }
+      bool on;
+    } timeline(o.trace_dir, rank, comm->size());
     // One file per process: the prefix plus its elastic id, or its rank.
     if (!o.cfg.sample_log.empty())
       o.cfg.sample_log += "." + (elastic ? elastic->rendezvous->id() : "rank" + std::to_string(rank));

@@ -1,4 +1,5 @@
 #include "comm/dispatch/flight_recorder.h"
+#include "comm/dispatch/timeline.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -23,7 +24,9 @@ using Clock = std::chrono::steady_clock;
 const Clock::time_point kEpoch = Clock::now();
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - kEpoch).count(); }
 
-const char* const kPhases[] = {"", "data", "forward", "backward", "sync", "update", "eval", "save", "outer", "other"};
+const char* const kPhases[] = {"",     "data", "forward", "backward", "sync", "update",
+                               "eval", "save", "outer",   "reform",   "other"};
+constexpr uint8_t kOther = 10;  // the last: any name not above
 std::atomic<int64_t> g_step{-1};
 std::atomic<uint8_t> g_phase{0};
 std::atomic<int32_t> g_bucket{-1};
@@ -104,11 +107,13 @@ const char* op_name(uint8_t op) {
 void set_flight_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
 void set_flight_bucket(int32_t bucket) { g_bucket.store(bucket, std::memory_order_relaxed); }
 void set_flight_phase(const char* phase) {
-  uint8_t i = 9;
-  for (uint8_t k = 0; k < 9; ++k)
+  uint8_t i = kOther;
+  for (uint8_t k = 0; k < kOther; ++k)
     if (std::strcmp(phase, kPhases[k]) == 0) i = k;
   g_phase.store(i, std::memory_order_relaxed);
+  if (timeline_on()) timeline_phase(kPhases[i], g_step.load(std::memory_order_relaxed), now_ns());
 }
+int64_t flight_now_ns() { return now_ns(); }
 
 FlightRecorder::FlightRecorder(int rank, int size)
     : rank_(rank), size_(size), number_(g_created.fetch_add(1)),
@@ -178,6 +183,9 @@ void FlightRecorder::finished(int64_t seq, bool ok, const std::string& error) {
     e->state = ok ? State::completed : State::failed;
     e->t_finished = now_ns();
     if (!ok) e->error = error;
+    if (timeline_on())
+      timeline_collective(kind_name(e->kind), e->count * dtype_size(static_cast<DType>(e->dtype)), e->algorithm,
+                          e->step, e->bucket, e->t_started ? e->t_started : e->t_scheduled, e->t_finished, ok);
   }
 }
 
@@ -221,7 +229,7 @@ std::string FlightRecorder::json() const {
     else s += ",\"id\":" + std::to_string(e.id) + ",\"peer\":" + std::to_string(e.root_or_peer);
     s += ",\"count\":" + std::to_string(e.count) + ",\"dtype\":\"" + dtype_name(static_cast<DType>(e.dtype)) +
          "\",\"tag\":" + std::to_string(e.tag) + ",\"state\":\"" + state_name(e.state) + "\",\"step\":" +
-         std::to_string(e.step) + ",\"phase\":\"" + kPhases[e.phase < 10 ? e.phase : 9] + "\",\"bucket\":" +
+         std::to_string(e.step) + ",\"phase\":\"" + kPhases[std::min(e.phase, kOther)] + "\",\"bucket\":" +
          std::to_string(e.bucket) + ",\"t_scheduled_ns\":" + std::to_string(e.t_scheduled) +
          ",\"t_started_ns\":" + std::to_string(e.t_started) + ",\"t_finished_ns\":" + std::to_string(e.t_finished);
     if (!e.error.empty()) s += ",\"error\":\"" + escape(e.error) + "\"";
@@ -280,7 +288,7 @@ std::string dump_flight_records(const std::string& reason, bool once) {
   const std::string doc = "{\"format\":\"dpt-flight-1\",\"world_rank\":" + std::to_string(detect_launch().rank) +
                           ",\"pid\":" + std::to_string(getpid()) + ",\"reason\":\"" + escape(reason) +
                           "\",\"now_ns\":" + std::to_string(now_ns()) + ",\"unix_ns\":" + std::to_string(wall) +
-                          ",\"step\":" + std::to_string(step) + ",\"phase\":\"" + kPhases[phase < 10 ? phase : 9] +
+                          ",\"step\":" + std::to_string(step) + ",\"phase\":\"" + kPhases[std::min(phase, kOther)] +
                           "\",\"communicators\":[" + body + "]}\n";
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);

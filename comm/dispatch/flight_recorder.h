@@ -91,10 +91,13 @@ class FlightRecorder {
 };
 
 // The trainer's context (process-wide; the step and phase of the thread that trains).
-// Phases: "", "data", "forward", "backward", "sync", "update", "eval", "save", "outer".
+// Phases: "", "data", "forward", "backward", "sync", "update", "eval", "save", "outer",
+// "reform" (elastic re-forming).
 void set_flight_step(int64_t step);
 void set_flight_phase(const char* phase);  // one of the above (others are recorded as "other")
 void set_flight_bucket(int32_t bucket);    // -1 outside a bucket's launch
+// The recorder's clock: nanoseconds since its epoch (steady), the entries' times.
+int64_t flight_now_ns();
 
 // Writes every live recorder's ring to the dump file; returns its path ("" when recording
 // is off, no communicator is alive, or the file could not be written: the reason goes to

@@ -1,4 +1,5 @@
 #include "parallel/diloco/diloco_strategy.h"
+#include "comm/dispatch/flight_recorder.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -100,8 +101,12 @@ void DilocoStrategy::step(float lr) {
   const int64_t h = config_.inner_steps, d = config_.overlap_steps;
   // An overlapped exchange lands D steps after its round's end (at the next round's end
   // when D = H, before that round's exchange begins).
-  if (exchange_->in_flight() && steps_ == begun_at_ + d) finish_round(params);
+  if (exchange_->in_flight() && steps_ == begun_at_ + d) {
+    set_flight_phase("outer");
+    finish_round(params);
+  }
   if (steps_ % h == 0) {
+    set_flight_phase("outer");
     exchange_->begin(params, d > 0);
     begun_at_ = steps_;
     if (d == 0) finish_round(params);
