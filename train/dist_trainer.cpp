@@ -302,6 +302,7 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
   const float token_scale = targets > 0 ? float(double(strategy_->gradient_group().size()) / targets) : 0.0f;
   strategy_->zero_grad();
   StepLoss out;
+  Clock::time_point compute_from = Clock::now();  // the first forward (after any buffers' broadcast)
   // fp16: the loss scaler's factor multiplies the gradient (not the reported loss).
   const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
   for (int m = 0; m < config_.grad_accum; ++m) {
@@ -314,6 +315,7 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
     if (config_.broadcast_buffers && buffers_due_) strategy_->broadcast_buffers();
     buffers_due_ = sync;
     phase("forward");
+    if (m == 0) compute_from = Clock::now();
     model_->forward(model_input(b), true);
     if (token_mean_) {
       const LossSum l = model_->loss_sum(model_target(b), token_scale * loss_scale);
@@ -329,6 +331,7 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
     out.samples += double(b.n);
   }
   phase("sync");
+  double compute_s = since(compute_from);  // forward and backward; the update is added below
   strategy_->end_backward();
   if (config_.count_zero_grads) {
     const auto g = strategy_->owned_grads();
@@ -342,8 +345,11 @@ DistTrainer::StepLoss DistTrainer::train_step(std::vector<Batch>& micro, Totals&
   const bool skip = scaler_ && scaler_->agree_on_skip(strategy_->unscale_owned_grads(scaler_->inverse_scale()), *comm_);
   if (!skip && config_.clip_norm > 0) strategy_->clip_grad_norm(config_.clip_norm);
   phase("update");
+  const auto update_from = Clock::now();
   if (skip) strategy_->skip_step();
   else strategy_->step(lr);
+  compute_s += since(update_from);
+  straggler_.add_compute(compute_s);
   if (scaler_) scaler_->update(skip);
   const CommStats& cs = strategy_->last_stats();
   const PcieBytes pcie1 = pcie_so_far(*model_);

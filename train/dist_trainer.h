@@ -44,6 +44,7 @@
 #include "parallel/strategy_config.h"
 #include "parallel/sync_batch_norm.h"
 #include "train/agreement_cadence.h"
+#include "train/straggler_watch.h"
 #include "train/trainer_common.h"
 
 namespace dpt {
@@ -94,6 +95,9 @@ struct DistTrainConfig {
   // ends), the ranks still agree about this often (train/agreement_cadence.h): the
   // longest a stop signal waits. <= 0: before every step.
   double agreement_interval_s = 1.0;
+  // A rank whose compute per step is this many times the fastest rank's in 5 agreements
+  // in a row is named a straggler (train/straggler_watch.h); 0: not watched.
+  double straggler_ratio = 1.3;
   int64_t eval_every = 0;        // steps between evaluations (0: at each epoch end)
   int64_t log_every = 10;
   size_t max_eval_samples = 0;
@@ -212,6 +216,8 @@ struct TrainSummary {
   int64_t skipped_steps = 0;     // fp16: steps skipped for inf/NaN gradients
   bool stopped = false;          // stopped on a signal (stop_on_signal), checkpoint at `steps` written
   int64_t agreements = 0;        // the world's agreements before a step (every step under DDP and ZeRO)
+  int straggler_rank = -1;       // named by the straggler watch at the end (-1: none)
+  double straggler_ratio = 0;    // its compute per step over the fastest rank's
   std::vector<BackendTraffic> traffic;  // retired communicators first, the one in use last
 };
 
@@ -357,6 +363,8 @@ class DistTrainer {
   // until then a re-form must not offer its untrained parameters as the group's).
   bool holds_state_ = true;
   AgreementCadence cadence_{config_.agreement_interval_s};  // when the world agrees before a step
+  StragglerWatch straggler_{config_.straggler_ratio};       // rides on that agreement
+  std::string straggler_line_;                              // to log after the agreement
 };
 
 }  // namespace dpt

@@ -164,6 +164,8 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
       pass_taken += fetched;
       const StepAgreement agreed = cadence_.due(step_, must_agree) ? agree_on_step(fetched == config_.grad_accum)
                                                                    : StepAgreement::step;
+      if (!straggler_line_.empty() && cb.on_event) cb.on_event(straggler_line_);
+      straggler_line_.clear();
       if (agreed == StepAgreement::stop) {
         // Every rank saw it in the same agreement: the boundary after step_ is everyone's.
         if (last_saved_step_ != step_) save_checkpoint(step_, epoch_, consumed, &cb);
@@ -208,10 +210,14 @@ DistTrainer::StepAgreement DistTrainer::agree_on_step(bool have_batches) {
   // The fourth: the steps until the next agreement (train/agreement_cadence.h), the
   // minimum of every rank's proposal.
   const bool admit = comm_->rank() == 0 && strategy_->accepts_members_now(step_) && joiners_waiting();
-  int32_t agree[4] = {have_batches ? 1 : 0, -int32_t(admit),
-                      -int32_t(config_.stop_on_signal && stop_signal() != 0), cadence_.propose(step_)};
-  comm_->allreduce(make_buffer(agree, 4), ReduceOp::min);
+  // The last two: the straggler watch's slowest and fastest compute (straggler_watch.h).
+  int32_t agree[4 + StragglerWatch::kSlots] = {have_batches ? 1 : 0, -int32_t(admit),
+                                               -int32_t(config_.stop_on_signal && stop_signal() != 0),
+                                               cadence_.propose(step_)};
+  straggler_.fill(agree + 4, comm_->rank(), comm_->size());
+  comm_->allreduce(make_buffer(agree, 4 + StragglerWatch::kSlots), ReduceOp::min);
   cadence_.agreed(step_, agree[3]);
+  straggler_line_ = straggler_.read(agree + 4, step_);
   if (agree[2] < 0) return StepAgreement::stop;
   if (agree[1] < 0) return StepAgreement::newcomers_wait;
   return agree[0] ? StepAgreement::step : StepAgreement::out_of_data;
@@ -282,6 +288,10 @@ TrainSummary DistTrainer::summarize(Totals& t, std::chrono::steady_clock::time_p
   sum.world_size = n;
   sum.steps = step_;
   sum.agreements = cadence_.count();
+  if (const auto& s = straggler_.current()) {
+    sum.straggler_rank = s->rank;
+    sum.straggler_ratio = s->ratio;
+  }
   if (t.grads_seen > 0) {  // over all ranks' owned gradients
     double z[2] = {t.zero_grads, t.grads_seen};
     comm_->allreduce(Buffer{z, 2, DType::f64, {}}, ReduceOp::sum);

@@ -13,6 +13,7 @@
 #include "models/zoo/models.h"
 #include "train/agreement_cadence.h"
 #include "train/local_trainer.h"
+#include "train/straggler_watch.h"
 
 using namespace dpt;
 
@@ -100,4 +101,41 @@ TEST_CASE("AgreementCadence: the world agrees where it must, at a pass's start, 
   const int32_t k = clock.propose(1);
   CHECK(k >= 1);
   CHECK(k <= 50);
+}
+
+// Three ranks' watches, their slots combined as the agreement's min-allreduce combines them.
+TEST_CASE("straggler watch: the slowest rank and its ratio from the agreement's slots, named after 5 in a row") {
+  std::vector<dpt::StragglerWatch> w(3, dpt::StragglerWatch(1.3));
+  auto agree = [&](std::vector<double> step_s, int64_t step) {
+    int32_t all[2] = {INT32_MAX, INT32_MAX};
+    for (int r = 0; r < 3; ++r) {
+      w[size_t(r)].add_compute(step_s[size_t(r)]);
+      int32_t mine[2];
+      w[size_t(r)].fill(mine, r, 3);
+      all[0] = std::min(all[0], mine[0]);
+      all[1] = std::min(all[1], mine[1]);
+    }
+    std::string line;
+    for (auto& x : w) line = x.read(all, step);  // every rank reads the same
+    return line;
+  };
+  for (int s = 1; s <= 3; ++s) CHECK(agree({0.010, 0.010, 0.010}, s).empty());  // fewer than kMinSteps
+  std::string named;
+  int64_t at = 0;
+  for (int s = 4; s <= 40 && named.empty(); ++s) {
+    named = agree({0.010, 0.011, 0.030}, s);  // rank 2 three times the fastest
+    at = s;
+  }
+  INFO(named);
+  CHECK_THAT(named, Catch::Contains("straggler: rank 2 computes") && Catch::Contains("(rank 0)"));
+  REQUIRE(w[0].current());
+  CHECK(w[0].current()->rank == 2);
+  // Ratio >= 1.3 from step 4 (window mean 1.5x) on: named at the 5th such agreement, step 8,
+  // where rank 2's window holds 3 steps of 10 ms and 5 of 30 ms against rank 0's 10 ms.
+  CHECK(at == 8);
+  CHECK(w[0].current()->ratio == Approx((3 * 0.010 + 5 * 0.030) / 8 / 0.010).epsilon(0.002));
+  std::string cleared;
+  for (int s = 41; s <= 80 && cleared.empty(); ++s) cleared = agree({0.010, 0.010, 0.011}, s);
+  CHECK_THAT(cleared, Catch::Contains("rank 2 is back"));
+  CHECK_FALSE(w[1].current());
 }
