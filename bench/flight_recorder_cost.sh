@@ -3,22 +3,32 @@
 # recording on (the default) and off (DPT_FLIGHT=0), interleaved round by round so a busy
 # spell hits both, for the Quick start's MLP (one small bucket per step: the recorder's
 # share is largest where a step is shortest) and a byte-level GPT (4 layers, width 128).
-# Prints each round and the median ratio on/off per model.
+# Prints each round and the median ratio on/off per model. With WHAT = trace, "on" is
+# `train --trace DIR` (the timeline, comm/dispatch/timeline.h) and "off" the same run
+# without it, the flight recorder on in both.
 #
-#   bench/flight_recorder_cost.sh [build] [ROUNDS (default 5)]
+#   bench/flight_recorder_cost.sh [build] [ROUNDS (default 5)] [WHAT: flight|trace]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 rounds=${2:-5}
-echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; 2 ranks, tcp"
+what=${3:-flight}
+trace_dir=$(mktemp -d)
+trap 'rm -rf "$trace_dir"' EXIT
+echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; 2 ranks, tcp; on/off: $what"
 step_ms() { grep -o 'step_ms=[0-9.]*' | tail -1 | cut -d= -f2; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 run() {  # NAME ARGS...
   local name=$1; shift
   local on=() off=()
   for r in $(seq 1 "$rounds"); do
-    a=$(DPT_FLIGHT=1 "$build/bin/launch" -n 2 "$build/bin/train" --backend tcp "$@" 2>&1 | step_ms)
-    b=$(DPT_FLIGHT=0 "$build/bin/launch" -n 2 "$build/bin/train" --backend tcp "$@" 2>&1 | step_ms)
+    if [[ $what == trace ]]; then
+      a=$("$build/bin/launch" -n 2 "$build/bin/train" --backend tcp "$@" --trace "$trace_dir" 2>&1 | step_ms)
+      b=$("$build/bin/launch" -n 2 "$build/bin/train" --backend tcp "$@" 2>&1 | step_ms)
+    else
+      a=$(DPT_FLIGHT=1 "$build/bin/launch" -n 2 "$build/bin/train" --backend tcp "$@" 2>&1 | step_ms)
+      b=$(DPT_FLIGHT=0 "$build/bin/launch" -n 2 "$build/bin/train" --backend tcp "$@" 2>&1 | step_ms)
+    fi
     [[ -n $a && -n $b ]] || { echo "flight_recorder_cost: $name round $r printed no step_ms" >&2; exit 1; }
     echo "$name round $r: on $a ms, off $b ms"
     on+=("$a") off+=("$b")

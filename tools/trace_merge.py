@@ -7,8 +7,10 @@ communication: each collective from its start to its completion), which Perfetto
   wall      first event's start to last event's end
   compute   time in forward, backward and update
   comm      time with at least one collective running (their union)
-  hidden    the share of comm that ran during forward or backward (overlap)
-  exposed   comm outside compute: what the steps waited for
+  grad      the same for the gradients' collectives only (DDP/ZeRO buckets)
+  hidden    the share of grad that ran during forward or backward (overlap; the trainer's
+            hidden_frac measures the same from its bucket timings)
+  exposed   grad outside compute: what the steps waited for the gradients
   waiting   time in the sync phase with no collective of this rank running (its
             collectives done, the step still waiting: usually nothing)
 and per step the slowest rank (longest forward + backward + update), i.e. the rank on the
@@ -72,15 +74,17 @@ def summarize(events_by_rank):
         compute = iv([e for e in phases if e["name"] in COMPUTE])
         fwd_bwd = iv([e for e in phases if e["name"] in ("forward", "backward")])
         comm = iv(comms)
+        grad = iv([e for e in comms if e["args"].get("bucket", -1) >= 0])
         sync = iv([e for e in phases if e["name"] == "sync"])
         wall = max(e["ts"] + e["dur"] for e in spans) - min(e["ts"] for e in spans)
-        comm_len = length(comm)
+        grad_len = length(grad)
         ranks[rank] = {
             "wall_ms": wall / 1e3,
             "compute_ms": length(compute) / 1e3,
-            "comm_ms": comm_len / 1e3,
-            "hidden": (length(intersect(comm, fwd_bwd)) / comm_len) if comm_len else 0.0,
-            "exposed_ms": minus(comm, compute) / 1e3,
+            "comm_ms": length(comm) / 1e3,
+            "grad_ms": grad_len / 1e3,
+            "hidden": (length(intersect(grad, fwd_bwd)) / grad_len) if grad_len else 0.0,
+            "exposed_ms": minus(grad, compute) / 1e3,
             "waiting_ms": minus(sync, comm) / 1e3,
             "collectives": len(comms),
             "steps": sorted({e["args"]["step"] for e in phases if e["name"] in COMPUTE}),
@@ -131,8 +135,9 @@ def main():
     print(f"merged {len(files)} ranks into {out} (open it in ui.perfetto.dev or chrome://tracing)")
     for r, d in s["ranks"].items():
         print(f"rank {r}: wall {d['wall_ms']:.1f} ms, compute {d['compute_ms']:.1f} ms, comm {d['comm_ms']:.1f} ms "
-              f"({d['collectives']} collectives, {100 * d['hidden']:.0f}% hidden behind forward/backward, "
-              f"{d['exposed_ms']:.1f} ms exposed), waiting {d['waiting_ms']:.1f} ms, {d['steps']} steps")
+              f"({d['collectives']} collectives); gradients' {d['grad_ms']:.1f} ms: {100 * d['hidden']:.0f}% hidden "
+              f"behind forward/backward, {d['exposed_ms']:.1f} ms exposed; waiting {d['waiting_ms']:.1f} ms; "
+              f"{d['steps']} steps")
     for r, n in s["slowest_rank_steps"].items():
         print(f"slowest rank of {n} steps: rank {r} (median {s['slowest_by'][r]:.2f}x the steps' median compute)")
 

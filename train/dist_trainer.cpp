@@ -249,6 +249,7 @@ void DistTrainer::schedule_switch(int64_t at_step, std::function<std::unique_ptr
 }
 
 EvalResult DistTrainer::evaluate() {
+  set_flight_phase("eval");  // every evaluation, the final one too (the timeline's lane)
   // Sharded: rank r takes a contiguous slice of the held-out set; sums are reduced.
   const size_t total = config_.max_eval_samples ? std::min(config_.max_eval_samples, test_->size()) : test_->size();
   const size_t n = size_t(comm_->size()), r = size_t(comm_->rank());
