@@ -95,9 +95,9 @@ struct DistTrainConfig {
   // ends), the ranks still agree about this often (train/agreement_cadence.h): the
   // longest a stop signal waits. <= 0: before every step.
   double agreement_interval_s = 1.0;
-  // A rank whose compute per step is this many times the fastest rank's in 5 agreements
+  // A rank whose compute per step is this many times the fastest rank's in 8 agreements
   // in a row is named a straggler (train/straggler_watch.h); 0: not watched.
-  double straggler_ratio = 1.3;
+  double straggler_ratio = 1.5;
   int64_t eval_every = 0;        // steps between evaluations (0: at each epoch end)
   int64_t log_every = 10;
   size_t max_eval_samples = 0;

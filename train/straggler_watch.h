@@ -15,7 +15,7 @@
 //              ratio of their times is 2^((qmax - qmin) / 1024), 0.07% resolution.
 //              Ranks >= 4096 do not fit: the watch is off in larger worlds.
 //   straggler  the same rank the slowest at a ratio >= the threshold (--straggler-ratio,
-//              default 1.3) in `persistence` (5) agreements in a row: named once, in the
+//              default 1.5) in `persistence` (8) agreements in a row: named once, in the
 //              log and the metrics, with its ratio; cleared after as many below it.
 #include <cstdint>
 #include <optional>
@@ -27,7 +27,7 @@ class StragglerWatch {
  public:
   static constexpr int kSlots = 2;
   static constexpr int kWindow = 16, kMinSteps = 4;
-  explicit StragglerWatch(double threshold, int persistence = 5);
+  explicit StragglerWatch(double threshold, int persistence = 8);
 
   void add_compute(double seconds);  // one step's compute on this rank
   // This rank's two slots of the agreement (rank and world of the communicator that
