@@ -18,6 +18,10 @@
 //                  driver. Everything below "engine thread only" belongs to the owner.
 //   inbox        - ops posted by any thread, under `mu`, taken by the owner each turn.
 //   staging      - a per-peer 64 KiB buffer: one recv() picks up many small frames.
+//   records      - a socket peer's stream is sealed into records (Peer::rec): a send op is
+//                  done once its bytes are sealed (the ciphertext then waits in the
+//                  writer); a record that fails its check ends the communicator, naming
+//                  the peer and the connection.
 //   paused       - a peer whose next frame would overflow the unexpected budget: it is
 //                  not read until a receive for that frame is posted or the budget frees.
 //   closing      - after the communicator failed: a peer whose connection stays open
@@ -40,6 +44,7 @@
 
 #include "backends/tcp/frame.h"
 #include "backends/tcp/progress_engine.h"
+#include "comm/net/record_stream.h"
 
 namespace dpt::tcp {
 namespace engine {
@@ -51,6 +56,7 @@ constexpr size_t kDirectMinBytes = 16 * 1024;  // payload rest at least this: re
 constexpr size_t kReadBudget = 8u << 20;       // bytes read from one peer per loop turn
 constexpr size_t kWriteBudget = 8u << 20;      // bytes written to one peer per loop turn
 constexpr int kMaxIov = 64;
+constexpr size_t kSealBatch = 256 * 1024;      // plaintext sealed into records per pass
 constexpr Millis kExpiryCheck{100};
 constexpr Millis kAbortFlush{1000};            // time to get abort frames out before closing
 
@@ -104,6 +110,9 @@ struct Peer {
   size_t stage_begin = 0, stage_end = 0;
   std::unordered_map<int64_t, std::deque<OpPtr>> posted;
   std::unordered_map<int64_t, std::deque<UnexpPtr>> unexpected;
+  // records (comm/net/record_stream.h): every socket peer's frames once its handshake
+  // derived keys; null for a shared-memory peer (its socket carries doorbells only)
+  std::unique_ptr<net::RecordChannel> rec;
   // shared memory (null: the socket carries the frames)
   ShmChannel* shm = nullptr;
   bool eof_seen = false;  // shm peer: its socket closed; acted on once the ring is drained
@@ -235,6 +244,12 @@ struct ProgressEngine::Impl {
   void take_arrival(engine::Arrival& a);
   void match_recv(Peer& p, const OpPtr& op);
   bool flush(Peer& p);
+  bool flush_records(Peer& p);
+  void sent(Peer& p, size_t bytes);  // the front ops' next `bytes` are out (or sealed)
+  void on_send_error(Peer& p, int err);
+  // Bytes wait to be written to this peer: frames queued, or sealed records.
+  static bool has_output(const Peer& p) { return !p.sendq.empty() || (p.rec && !p.rec->writer.idle()); }
+  void adopt_socket(Peer& p, net::Socket s);
   bool read_peer(Peer& p);
   bool on_header(Peer& p);
   void deliver(Peer& p, const char* src, size_t n);

@@ -75,7 +75,7 @@ bool ProgressEngine::Impl::prepare_turn() {
   take_inbox();
   shm_progress = false;
   for (Peer& p : peers)
-    if (p.sock.valid() && !p.sendq.empty()) flush(p);
+    if (p.sock.valid() && has_output(p)) flush(p);
   if (any_shm)
     for (Peer& p : peers) {
       if (!p.shm || !p.sock.valid()) continue;
@@ -87,7 +87,7 @@ bool ProgressEngine::Impl::prepare_turn() {
     const auto now = Clock::now();
     for (Peer& p : peers) {
       if (!p.sock.valid()) continue;
-      bool flushed = p.sendq.empty();
+      bool flushed = !has_output(p);
       if (failed && p.closing && (flushed || now >= close_deadline)) close_peer(p);
       if (shutting_down && (flushed || now >= shutdown_deadline) && (p.goodbye_queued || p.state != PeerState::open))
         close_peer(p);
@@ -112,7 +112,7 @@ void ProgressEngine::Impl::build_fds(std::vector<pollfd>& fds, std::vector<int>&
       ev = POLLIN;  // doorbells and the close; frames come through the ring
     } else {
       if (!p.paused && !p.closing) ev |= POLLIN;
-      if (!p.sendq.empty()) ev |= POLLOUT;
+      if (has_output(p)) ev |= POLLOUT;
     }
     fds.push_back({p.sock.fd(), ev, 0});
     fd_peer.push_back(p.rank);
@@ -138,7 +138,7 @@ void ProgressEngine::Impl::handle_events(const std::vector<pollfd>& fds, const s
     if ((re & (POLLIN | POLLHUP | POLLERR)) && !p.closing) {
       if (!read_peer(p)) continue;
     }
-    if ((re & (POLLOUT | POLLERR)) && p.sock.valid() && !p.sendq.empty()) flush(p);
+    if ((re & (POLLOUT | POLLERR)) && p.sock.valid() && has_output(p)) flush(p);
   }
 }
 
@@ -189,7 +189,7 @@ void ProgressEngine::Impl::take_inbox() {
 
 bool ProgressEngine::Impl::has_pending_ops() const {
   for (const Peer& p : peers)
-    if (!p.sendq.empty() || !p.posted.empty() || p.cur_recv) return true;
+    if (has_output(p) || !p.posted.empty() || p.cur_recv) return true;
   return false;
 }
 
@@ -205,7 +205,7 @@ DriveResult ProgressEngine::Impl::drive(const PromiseWork& w, Clock::time_point 
   for (;;) {
     take_inbox();
     for (Peer& p : peers)
-      if (p.sock.valid() && !p.sendq.empty()) flush(p);
+      if (p.sock.valid() && has_output(p)) flush(p);
     if (w.done() || failed || shutting_down) break;
     const auto now = Clock::now();
     if (now >= deadline) break;

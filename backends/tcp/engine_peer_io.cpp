@@ -54,8 +54,7 @@ void ProgressEngine::Impl::take_arrival(Arrival& a) {
     p.state = PeerState::broken;  // too late: closing tells the peer
     return;
   }
-  p.sock = std::move(a.sock);
-  net::set_nonblocking(p.sock.fd(), true);
+  adopt_socket(p, std::move(a.sock));
   ++connections;
   if (failed) {
     // A connection that completes after this communicator failed (its dial or its accept
@@ -65,6 +64,13 @@ void ProgressEngine::Impl::take_arrival(Arrival& a) {
     queue_abort(p);
     close_deadline = std::max(close_deadline, Clock::now() + kAbortFlush);
   }
+}
+
+void ProgressEngine::Impl::adopt_socket(Peer& p, net::Socket s) {
+  p.sock = std::move(s);
+  net::set_nonblocking(p.sock.fd(), true);
+  // A shared-memory peer's socket carries one-byte doorbells, not frames: no records.
+  if (p.sock.session() && !p.shm) p.rec = std::make_unique<net::RecordChannel>(*p.sock.session());
 }
 
 void ProgressEngine::Impl::match_recv(Peer& p, const OpPtr& op) {
@@ -107,6 +113,7 @@ void ProgressEngine::Impl::match_recv(Peer& p, const OpPtr& op) {
 // Writing
 
 bool ProgressEngine::Impl::flush(Peer& p) {
+  if (p.rec) return flush_records(p);
   size_t written = 0;
   while (!p.sendq.empty() && written < kWriteBudget) {
     iovec iov[kMaxIov];
@@ -149,34 +156,70 @@ bool ProgressEngine::Impl::flush(Peer& p) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      int err = errno;
-      // A peer that failed first sent an abort frame naming the cause (often another
-      // rank) before its close reset this send: read what it left before blaming it.
-      if (!failed && !shutting_down && !p.closing && !p.paused) read_peer(p);
-      if (failed || !p.sock.valid()) return false;
-      on_connection_lost(p, fmt::format("connection to peer rank {} lost while sending ({}): did it exit or crash?",
-                                        p.rank, net::errno_string(err)));
+      on_send_error(p, errno);
       return false;
     }
     written += static_cast<size_t>(w);
     bytes_sent += static_cast<uint64_t>(w);
-    size_t left = static_cast<size_t>(w);
-    while (!p.sendq.empty()) {
-      Op& op = *p.sendq.front();
-      size_t take = std::min(left, kHeaderBytes - op.header_sent);
-      op.header_sent += take;
-      left -= take;
-      take = std::min(left, op.bytes - op.done);
-      op.done += take;
-      left -= take;
-      if (op.header_sent < kHeaderBytes || op.done < op.bytes) break;
-      OpPtr done = std::move(p.sendq.front());
-      p.sendq.pop_front();
-      ++frames_sent;
-      complete(done);
-    }
+    sent(p, static_cast<size_t>(w));
   }
   return true;
+}
+
+// Sealing and writing alternate: the front frames are sealed (at most kSealBatch bytes)
+// only once the previous records are all out, so at most one batch of ciphertext waits.
+bool ProgressEngine::Impl::flush_records(Peer& p) {
+  net::RecordWriter& out = p.rec->writer;
+  size_t written = 0;
+  while (written < kWriteBudget) {
+    if (out.idle()) {
+      if (p.sendq.empty()) return true;
+      iovec iov[kMaxIov];
+      int n = 0;
+      for (auto& op : p.sendq) {
+        if (n + 2 > kMaxIov) break;
+        if (op->header_sent < kHeaderBytes) iov[n++] = {op->header + op->header_sent, kHeaderBytes - op->header_sent};
+        if (op->done < op->bytes) iov[n++] = {op->data + op->done, op->bytes - op->done};
+      }
+      sent(p, out.seal(iov, n, kSealBatch));  // sealed: the ops' buffers are free
+    }
+    const ssize_t w = out.write_to(p.sock.fd());
+    if (w < 0) {
+      on_send_error(p, errno);
+      return false;
+    }
+    if (w == 0) return true;  // the socket is full: POLLOUT resumes us
+    written += static_cast<size_t>(w);
+    bytes_sent += static_cast<uint64_t>(w);
+  }
+  return true;
+}
+
+void ProgressEngine::Impl::sent(Peer& p, size_t bytes) {
+  size_t left = bytes;
+  while (!p.sendq.empty()) {
+    Op& op = *p.sendq.front();
+    size_t take = std::min(left, kHeaderBytes - op.header_sent);
+    op.header_sent += take;
+    left -= take;
+    take = std::min(left, op.bytes - op.done);
+    op.done += take;
+    left -= take;
+    if (op.header_sent < kHeaderBytes || op.done < op.bytes) break;
+    OpPtr done = std::move(p.sendq.front());
+    p.sendq.pop_front();
+    ++frames_sent;
+    complete(done);
+  }
+}
+
+void ProgressEngine::Impl::on_send_error(Peer& p, int err) {
+  // A peer that failed first sent an abort frame naming the cause (often another
+  // rank) before its close reset this send: read what it left before blaming it.
+  if (!failed && !shutting_down && !p.closing && !p.paused) read_peer(p);
+  if (failed || !p.sock.valid()) return;
+  on_connection_lost(p, fmt::format("connection to peer rank {} lost while sending ({}): did it exit or crash?", p.rank,
+                                    net::errno_string(err)));
 }
 
 // =====================================================================================
@@ -205,7 +248,8 @@ bool ProgressEngine::Impl::read_peer(Peer& p) {
       if (!p.sock.valid()) return false;
     }
     if (p.paused || !p.sock.valid() || p.closing) return p.sock.valid();
-    if (budget == 0) return true;
+    // Records already taken from the kernel raise no POLLIN: read them now.
+    if (budget == 0 && !(p.rec && p.rec->reader.ready())) return true;
     // 2. More from the socket: big payload rests straight into their destination.
     char* dst = p.stage.get();
     size_t want = kStageBytes;
@@ -223,6 +267,20 @@ bool ProgressEngine::Impl::read_peer(Peer& p) {
       if (r == 0) return true;  // empty; the end of the peer is seen on its socket
       shm_progress = true;
       if (p.shm->in().producer_needs_wake()) ring_doorbell(p);
+    } else if (p.rec) {
+      try {
+        r = p.rec->reader.read(p.sock.fd(), dst, want);
+      } catch (const crypto::AuthFailure& e) {
+        // Nothing of the record reached a frame: the communicator stops instead. No rank
+        // is blamed (the path, not the peer, changed the bytes), so the peer too gets the
+        // abort frame, sealed as usual, and learns why; this side reads from it no more.
+        fail_communicator(fmt::format("connection with peer rank {} ({}) failed its authentication check: {}; "
+                                      "a frame was tampered with, replayed or injected on the way (or the "
+                                      "peer is not of this job), so the job stops rather than use it",
+                                      p.rank, p.rec->connection, e.what()),
+                          false, -1);
+        return false;
+      }
     } else {
       r = ::recv(p.sock.fd(), dst, want, MSG_DONTWAIT);
     }
@@ -246,7 +304,7 @@ bool ProgressEngine::Impl::read_peer(Peer& p) {
         close_peer(p);  // the expected end after a goodbye
         return false;
       }
-      bool mid = p.in_payload || p.hdr_got > 0;
+      bool mid = p.in_payload || p.hdr_got > 0 || (p.rec && p.rec->reader.mid_record());
       on_connection_lost(p, fmt::format("connection closed by peer rank {}{}: did it exit or crash?", p.rank,
                                         mid ? " in the middle of a frame" : ""));
       return false;

@@ -68,6 +68,9 @@ void encode_hello(const Hello& h, unsigned char out[kHelloBytes]) {
   wire::store_u64(out + 16, h.job_id);
   wire::store_u64(out + 24, h.comm_id);
   std::memcpy(out + 32, h.nonce, sizeof h.nonce);
+  out[64] = h.encrypt ? 1 : 0;
+  out[65] = h.cipher;
+  std::memset(out + 66, 0, kHelloBytes - 66);
 }
 
 Hello decode_hello(const unsigned char in[kHelloBytes]) {
@@ -86,6 +89,12 @@ Hello decode_hello(const unsigned char in[kHelloBytes]) {
   h.job_id = wire::load_u64(in + 16);
   h.comm_id = wire::load_u64(in + 24);
   std::memcpy(h.nonce, in + 32, sizeof h.nonce);
+  if (in[64] > 1) throw FrameError(fmt::format("hello encryption flag {} (0 or 1)", in[64]));
+  if (in[65] != 1 && in[65] != 2) throw FrameError(fmt::format("hello names unknown cipher {}", in[65]));
+  for (size_t i = 66; i < kHelloBytes; ++i)
+    if (in[i] != 0) throw FrameError(fmt::format("hello byte {} is reserved (0) but holds {}", i, in[i]));
+  h.encrypt = in[64] == 1;
+  h.cipher = in[65];
   return h;
 }
 

@@ -16,6 +16,7 @@
 
 #include "backends/tcp/frame.h"
 #include "comm/net/hmac.h"
+#include "comm/net/secure_session.h"
 #include "comm/store/job_token.h"
 #include "comm/net/log.h"
 #include "comm/store/rendezvous.h"
@@ -56,6 +57,8 @@ struct Pending {
   size_t got = 0;
   int rank = -1;           // claimed in its hello (trusted only after the proof)
   std::string transcript;  // hello || ack, once the ack is sent
+  bool encrypt = true;     // agreed from both hellos (records, frame.h)
+  crypto::Cipher cipher = crypto::Cipher::aes256_gcm;
   Clock::time_point since;
 };
 
@@ -154,6 +157,10 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
           if (hooks.connected(h.rank)) throw FrameError(fmt::format("rank {} connected twice", h.rank));
           Hello ack{HelloKind::ack, cfg.rank, cfg.world, job_id, cfg.comm_id};
           crypto::random_bytes(ack.nonce, sizeof ack.nonce);
+          ack.encrypt = net::wants_encryption(p.sock.fd());
+          ack.cipher = static_cast<uint8_t>(crypto::preferred_cipher());
+          p.encrypt = ack.encrypt || h.encrypt;
+          p.cipher = crypto::agree_cipher(crypto::Cipher(ack.cipher), crypto::Cipher(h.cipher));
           unsigned char buf[kHelloBytes + kProofBytes];
           encode_hello(ack, buf);
           p.transcript = bytes(p.in, kHelloBytes) + bytes(buf, kHelloBytes);
@@ -170,6 +177,9 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
         if (hooks.connected(p.rank)) throw FrameError(fmt::format("rank {} connected twice", p.rank));
         net::set_nonblocking(p.sock.fd(), false);
         tune(p.sock.fd());
+        p.sock.set_session(net::make_session(
+            {cfg.token, p.transcript, kDialKeyLabel, kAcceptKeyLabel, /*dialing=*/false, p.encrypt, p.cipher},
+            p.sock.fd()));
         hooks.deliver(p.rank, std::move(p.sock));
       } catch (const FrameError& e) {
         reject(p, e.what());
@@ -224,6 +234,8 @@ net::Socket dial_peer(Store& store, const MeshConfig& cfg, uint64_t job_id, int 
       s = net::connect_with_retry(addr[0], std::stoi(addr[1]), std::min(deadline, connect_by), cfg.family);
       Hello hello{HelloKind::hello, cfg.rank, cfg.world, job_id, cfg.comm_id};
       crypto::random_bytes(hello.nonce, sizeof hello.nonce);
+      hello.encrypt = net::wants_encryption(s.fd());
+      hello.cipher = static_cast<uint8_t>(crypto::preferred_cipher());
       unsigned char out[kHelloBytes];
       encode_hello(hello, out);
       net::send_all(s.fd(), out, sizeof out, deadline, what);
@@ -240,6 +252,10 @@ net::Socket dial_peer(Store& store, const MeshConfig& cfg, uint64_t job_id, int 
                          "COMM_JOB_TOKEN)");
       crypto::Mac proof = handshake_proof(cfg.token, kHelloProofLabel, transcript);
       net::send_all(s.fd(), proof.data(), proof.size(), deadline, what);
+      s.set_session(net::make_session({cfg.token, transcript, kDialKeyLabel, kAcceptKeyLabel, /*dialing=*/true,
+                                       hello.encrypt || ack.encrypt,
+                                       crypto::agree_cipher(crypto::Cipher(hello.cipher), crypto::Cipher(ack.cipher))},
+                                      s.fd()));
     } catch (const net::SocketTimeout& e) {
       ErrorContext c = cfg.ctx;
       c.peer = peer;
@@ -287,8 +303,14 @@ Mesh build_mesh(Store& store, const MeshConfig& cfg) {
   };
   mesh.arrived_at_ms = wall_ms();
   if (cfg.rank == 0) store.set(cfg.prefix + "/job", std::to_string(random_job_id()));
-  store.set(cfg.prefix + "/addr/" + std::to_string(cfg.rank),
-            listener.bound.host() + " " + std::to_string(listener.port()));
+  const std::string addr_key = cfg.prefix + "/addr/" + std::to_string(cfg.rank);
+  try {
+    store.set(addr_key, listener.bound.host() + " " + std::to_string(listener.port()));
+  } catch (const UsageError&) {
+    // The tcp store writes a rank's address once: another process published it first.
+    if (store.check(addr_key)) report_duplicate_rank(store, cfg.prefix, cfg.rank, ctx);
+    throw;
+  }
   if (cfg.publish_more) cfg.publish_more();
   mesh.published_at_ms = wall_ms();
   rendezvous(store, cfg.prefix, cfg.rank, cfg.world, cfg.timeout, cfg.ctx, cfg.gone);

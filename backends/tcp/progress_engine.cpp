@@ -71,9 +71,8 @@ ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> socket
     Peer& p = m.peers[static_cast<size_t>(r)];
     p.rank = r;
     if (r < static_cast<int>(sockets.size()) && sockets[r].valid()) {
-      p.sock = std::move(sockets[r]);
-      net::set_nonblocking(p.sock.fd(), true);
       p.shm = m.channels[static_cast<size_t>(r)].get();
+      m.adopt_socket(p, std::move(sockets[r]));
       m.any_shm |= p.shm != nullptr;
       ++m.connections;
     } else if (r != m.cfg.rank && m.cfg.dial) {

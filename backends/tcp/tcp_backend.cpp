@@ -190,6 +190,9 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
     std::vector<net::Socket> none(1);
     return std::make_unique<TcpCommunicator>(0, 1, options, std::move(none), nullptr, server);
   }
+  if (const std::string refusal = open_job_refusal(token, network_exposure(master, net::choose_listen_host(master)));
+      !refusal.empty())
+    throw UsageError(ctx, refusal);
   if (b.rank == 0 && !server) {
     if (b.master_port <= 0)
       throw UsageError(ctx, "MASTER_PORT is not set: the other ranks cannot find rank 0's store");
@@ -218,6 +221,9 @@ std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRen
     std::vector<net::Socket> none(1);
     return std::make_unique<TcpCommunicator>(0, 1, options, std::move(none), nullptr, nullptr);
   }
+  if (const std::string refusal = open_job_refusal(r.job_token, network_exposure("", net::choose_listen_host(r.peer_hint)));
+      !refusal.empty())
+    throw UsageError(ctx, refusal);
   warn_if_no_job_token(r.job_token);
   MeetIn m{r.rank, r.world_size, r.peer_hint, r.job_token, r.prefix, r.comm_id, r.timeout, ctx, r.gone};
   return meet_in_store(r.store, m, options, nullptr);

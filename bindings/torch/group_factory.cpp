@@ -9,24 +9,10 @@
 
 namespace dpt::torch_plugin {
 
-// Where rank 0 publishes a drawn job token; under the group's own store prefix.
-static constexpr const char* kTokenKey = "dpt/job_token";
-
 std::string transport_from_env() {
   const std::string t = env::get_string(env::kTorchTransport);
   if (t == "tcp" || t == "mpi") return t;
   throw std::invalid_argument("DPT_BACKEND='" + t + "' is not a transport of the dpt torch backend; valid: tcp, mpi");
-}
-
-static std::string agree_on_token(Store& store, int rank, Millis timeout) {
-  std::string token = job_token_from_env();
-  if (!token.empty()) return token;
-  if (rank == 0) {
-    token = generate_job_token();
-    store.set(kTokenKey, token);
-    return token;
-  }
-  return store.get(kTokenKey, timeout);
 }
 
 static std::string peer_hint(const GroupParams& p) {
@@ -48,7 +34,10 @@ std::unique_ptr<Communicator> make_group_communicator(const GroupParams& p) {
   g.group_name = p.group_name;
   g.rendezvous_timeout = p.timeout;
   if (g.backend == "tcp" && p.size > 1) {
-    g.job_token = agree_on_token(*p.store, p.rank, p.timeout);
+    // Only from the environment (COMM_JOB_TOKEN, or build/bin/launch's): PyTorch's store
+    // has no authentication, so a secret written there would be anyone's. Without one the
+    // group runs open on one host and refuses beyond it (job_token.h, open_job_refusal).
+    g.job_token = job_token_from_env();
     g.peer_hint = peer_hint(p);
   }
   return backends::create_in_store(g, options);

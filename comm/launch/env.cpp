@@ -57,8 +57,20 @@ const std::vector<Knob>& declared_knobs() {
       {"COMM_TCP_MAX_UNEXPECTED_BYTES", "268435456",
        "tcp backend: bytes of messages buffered before their receive is posted; beyond it the sender is slowed (TCP flow control)"},
       {kJobToken, "",
-       "tcp backend and store: per-job secret every connection proves with HMAC-SHA256 (at least 16 characters; "
-       "tools/launch and mpirun runs generate one when unset; never logged)"},
+       "tcp backend and store: per-job secret every connection proves with HMAC-SHA256 and derives its record keys "
+       "from (at least 16 characters and an estimated 64 bits; tools/launch, mpirun and srun runs provide one when "
+       "unset; never logged)"},
+      {kRunOpen, "0",
+       "tcp backend and store: 1 = a job reachable from other hosts may run without COMM_JOB_TOKEN (anyone who "
+       "reaches its ports can join it and read its traffic); 0 = such a job refuses to start"},
+      {"COMM_TCP_ENCRYPT", "auto",
+       "tcp backend and store: auto = records are encrypted unless the connection is loopback; 1 = always; "
+       "0 = authenticated only (bytes in clear, every record still checked)"},
+      {"COMM_TCP_CIPHER", "",
+       "tcp backend and store: aes-256-gcm or chacha20-poly1305 (default: AES-GCM where the CPU has AES and "
+       "carry-less multiply instructions, else ChaCha20-Poly1305)"},
+      {"COMM_STORE_MAX_KEYS", "1048576", "tcp store: most keys it holds; a set beyond is refused"},
+      {"COMM_STORE_MAX_BYTES", "1073741824", "tcp store: most bytes of keys and values it holds; a set beyond is refused"},
       {kDebugCollectives, "0",
        "1 = before each collective the ranks compare (op, dtype, count, root, sequence number) and raise "
        "MismatchError on a difference (costs one small allgather per collective)"},

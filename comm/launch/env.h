@@ -55,6 +55,7 @@ inline constexpr const char* kTcpAddr = "COMM_TCP_ADDR";
 inline constexpr const char* kTcpFamily = "COMM_TCP_FAMILY";
 inline constexpr const char* kMaxFrameBytes = "COMM_MAX_FRAME_BYTES";
 inline constexpr const char* kJobToken = "COMM_JOB_TOKEN";
+inline constexpr const char* kRunOpen = "COMM_RUN_OPEN";
 inline constexpr const char* kDebugCollectives = "COMM_DEBUG_COLLECTIVES";
 inline constexpr const char* kWaitersRun = "COMM_WAITERS_RUN";
 inline constexpr const char* kStagingSegmentBytes = "COMM_STAGING_SEGMENT_BYTES";

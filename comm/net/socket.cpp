@@ -26,6 +26,7 @@ void Socket::close() {
     ::close(fd_);  // never retried on EINTR: on Linux the fd is gone either way
     fd_ = -1;
   }
+  session_.reset();
 }
 
 Family parse_family(const std::string& s) {
@@ -154,7 +155,7 @@ static int millis_until(Clock::time_point deadline) {
 }
 
 // Waits until fd has `events` or the deadline passes; false on timeout.
-static bool wait_fd(int fd, short events, Clock::time_point deadline) {
+bool wait_fd(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
     int rc = ::poll(&p, 1, millis_until(deadline));

@@ -13,12 +13,15 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <memory>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace dpt::net {
+
+struct SecureSession;  // record_stream.h
 
 using Clock = std::chrono::steady_clock;
 
@@ -36,17 +39,20 @@ class SocketClosed : public SocketError { using SocketError::SocketError; };
 // A deadline passed.
 class SocketTimeout : public SocketError { using SocketError::SocketError; };
 
-// Owns one file descriptor; closes it on destruction. Move-only.
+// Owns one file descriptor; closes it on destruction. Move-only. A connection whose
+// handshake derived record keys carries them along (session()), so every hand-over of the
+// socket (mesh, connector, engine) hands its keys over with it.
 class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { close(); }
-  Socket(Socket&& o) noexcept : fd_(o.release()) {}
+  Socket(Socket&& o) noexcept : fd_(o.release()), session_(std::move(o.session_)) {}
   Socket& operator=(Socket&& o) noexcept {
     if (this != &o) {
       close();
       fd_ = o.release();
+      session_ = std::move(o.session_);
     }
     return *this;
   }
@@ -61,9 +67,12 @@ class Socket {
     return f;
   }
   void close();
+  const std::shared_ptr<const SecureSession>& session() const { return session_; }
+  void set_session(std::shared_ptr<const SecureSession> s) { session_ = std::move(s); }
 
  private:
   int fd_ = -1;
+  std::shared_ptr<const SecureSession> session_;
 };
 
 enum class Family { any, ipv4, ipv6 };
@@ -111,6 +120,9 @@ void set_nonblocking(int fd, bool on);
 void set_buffer_sizes(int fd, int bytes);
 // Enables TCP keepalive with short probes so a silently vanished host is noticed.
 void set_keepalive(int fd);
+
+// Waits with poll() until `fd` has `events` (POLLIN/POLLOUT) or `deadline`: false then.
+bool wait_fd(int fd, short events, Clock::time_point deadline);
 
 // Blocking full transfers on a (blocking or non-blocking) socket, waiting with poll()
 // until `deadline`; EINTR-safe. `what` names the peer in error messages.

@@ -23,9 +23,26 @@ namespace dpt {
 // recorded handshake.
 inline constexpr size_t kMinJobTokenBytes = 16;
 
+// Least estimated entropy of COMM_JOB_TOKEN (token_entropy_bits).
+inline constexpr double kMinJobTokenBits = 64;
+
 // COMM_JOB_TOKEN, or "" when unset. Throws std::invalid_argument when set but shorter
-// than kMinJobTokenBytes (the message does not contain the value).
+// than kMinJobTokenBytes or estimated below kMinJobTokenBits (the message does not
+// contain the value).
 std::string job_token_from_env();
+// An estimate of a token's entropy: its length times the Shannon entropy of its
+// characters' frequencies. It cannot tell a random token from a memorable one of the same
+// letters, but it catches the short, the repetitive and the few-symbol ("aaaa...",
+// "0000...1", "abababab...").
+double token_entropy_bits(std::string_view token);
+// The refusal of a job that runs without a token although other hosts can reach it
+// (`exposure` says how: "MASTER_ADDR 10.0.0.1 is not a loopback address"), or "" when it
+// may run: it has a token, it is reachable from this host only (exposure empty), or
+// COMM_RUN_OPEN=1 (then logged once as a warning).
+std::string open_job_refusal(const std::string& token, const std::string& exposure);
+// How a job that listens on `listen_host` and meets at `master` is exposed beyond this
+// host, or "" when both are loopback.
+std::string network_exposure(const std::string& master, const std::string& listen_host);
 // 32 random bytes as 64 hex characters.
 std::string generate_job_token();
 // Logs, once per process, that connections are authenticated with an empty token.

@@ -27,6 +27,13 @@ std::string format_rank_list(const std::vector<int>& ranks) {
   return s + "]";
 }
 
+void report_duplicate_rank(Store& store, const std::string& prefix, int rank, ErrorContext ctx) {
+  ctx.op = "rendezvous";
+  store.set(prefix + "/duplicate", std::to_string(rank));
+  throw UsageError(ctx, "rank " + std::to_string(rank) +
+                            " was claimed by two processes (two processes started with the same RANK?)");
+}
+
 void rendezvous(Store& store, const std::string& prefix, int rank, int world, Millis timeout,
                 ErrorContext ctx, const std::function<bool(int rank)>& gone) {
   ctx.op = "rendezvous";
@@ -38,11 +45,7 @@ void rendezvous(Store& store, const std::string& prefix, int rank, int world, Mi
   auto rank_key = [&](int r) { return prefix + "/rank/" + std::to_string(r); };
 
   if (rank == 0) store.set(world_key, std::to_string(world));
-  if (store.add(rank_key(rank), 1) > 1) {
-    store.set(dup_key, std::to_string(rank));
-    throw UsageError(ctx, "rank " + std::to_string(rank) +
-                              " was claimed by two processes (two processes started with the same RANK?)");
-  }
+  if (store.add(rank_key(rank), 1) > 1) report_duplicate_rank(store, prefix, rank, ctx);
 
   auto check_world = [&] {
     if (rank == 0 || !store.check(world_key)) return;

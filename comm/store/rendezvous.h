@@ -25,6 +25,12 @@ namespace dpt {
 void rendezvous(Store& store, const std::string& prefix, int rank, int world, Millis timeout,
                 ErrorContext ctx = {}, const std::function<bool(int rank)>& gone = {});
 
+// Said by a process that found `rank` taken before the rendezvous (its published address
+// under <prefix>/addr/<r> is write-once in the tcp store, and another process's is
+// there): records <prefix>/duplicate so the others fail at once too, and throws the
+// rendezvous's UsageError.
+[[noreturn]] void report_duplicate_rank(Store& store, const std::string& prefix, int rank, ErrorContext ctx);
+
 // "[0, 2, 5-7]": compact list of ranks for error messages.
 std::string format_rank_list(const std::vector<int>& ranks);
 

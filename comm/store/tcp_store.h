@@ -10,6 +10,7 @@
 
 #include "comm/error.h"
 #include "comm/store/job_token.h"
+#include "comm/net/record_stream.h"
 #include "comm/net/socket.h"
 #include "comm/store/store.h"
 
@@ -68,6 +69,7 @@ class TcpStoreClient : public Store {
   // The auth handshake on a fresh connection; throws PeerError when the server's proof
   // is wrong (another job's store, or a different COMM_JOB_TOKEN).
   void authenticate(net::Clock::time_point deadline);
+  void read_reply(void* dst, size_t n, net::Clock::time_point deadline, const std::string& what);
   ErrorContext ctx(const std::string& op) const;
 
   std::string host_;
@@ -77,6 +79,7 @@ class TcpStoreClient : public Store {
   ErrorContext ctx_;
   mutable std::mutex mu_;
   net::Socket sock_;
+  std::unique_ptr<net::RecordChannel> rec_;  // the connection's records, once authenticated
   bool ever_connected_ = false;  // guarded by mu_
 };
 

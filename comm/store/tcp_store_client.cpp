@@ -4,6 +4,7 @@
 // server's answer, with its list of missing keys, is what the user sees.
 #include <algorithm>
 
+#include "comm/net/secure_session.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_protocol.h"
 #include "comm/store/tcp_store_request.h"
@@ -16,6 +17,11 @@ using net::Clock;
 
 namespace {
 constexpr Millis kReplySlack{5000};
+
+// A reply whose record failed its check.
+struct StoreTampered : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 std::string join_keys(const std::vector<std::string>& keys) {
   std::string s = "[";
@@ -73,37 +79,60 @@ void TcpStoreClient::ensure_connected() {
 
 void TcpStoreClient::authenticate(Clock::time_point deadline) {
   const std::string what = "store server " + address();
-  std::string hello;
-  wire::put_u32(hello, kAuthMagic);
-  wire::put_u32(hello, kAuthVersion);
-  crypto::Nonce nonce = crypto::random_nonce();
-  hello.append(reinterpret_cast<const char*>(nonce.data()), nonce.size());
+  AuthHello mine;
+  mine.nonce = crypto::random_nonce();
+  mine.encrypt = net::wants_encryption(sock_.fd());
+  mine.cipher = static_cast<uint8_t>(crypto::preferred_cipher());
+  const std::string hello = encode_auth_hello(mine);
   net::send_all(sock_.fd(), hello.data(), hello.size(), deadline, what);
-  char challenge[kAuthChallengeBytes];
-  net::recv_all(sock_.fd(), challenge, sizeof challenge, deadline, what);
-  if (scan_auth_hello(std::string_view(challenge, kAuthHelloBytes)).kind != Scan::complete)
-    throw net::SocketError("malformed handshake from " + what + " (is that port really a dpt store?)");
-  const std::string transcript = hello + std::string(challenge, kAuthHelloBytes);
-  if (!check_handshake_proof(token_, kServerProofLabel, transcript,
-                             reinterpret_cast<const unsigned char*>(challenge + kAuthHelloBytes)))
-    throw net::SocketError(what + " failed the job token check: it belongs to another job, or was given a "
-                           "different COMM_JOB_TOKEN");
+  char theirs[kAuthHelloBytes];
+  net::recv_all(sock_.fd(), theirs, sizeof theirs, deadline, what);
+  if (scan_auth_hello(std::string_view(theirs, sizeof theirs)).kind != Scan::complete)
+    throw net::SocketError("malformed handshake from " + what + " (is that port really a dpt store of this version?)");
+  const AuthHello server = decode_auth_hello(std::string_view(theirs, sizeof theirs));
+  const std::string transcript = hello + std::string(theirs, sizeof theirs);
+  // We prove first (tcp_store_protocol.h), then check the server's proof.
   crypto::Mac proof = handshake_proof(token_, kClientProofLabel, transcript);
   net::send_all(sock_.fd(), proof.data(), proof.size(), deadline, what);
+  unsigned char server_proof[kAuthProofBytes];
+  try {
+    net::recv_all(sock_.fd(), server_proof, sizeof server_proof, deadline, what);
+  } catch (const net::SocketClosed& e) {
+    throw net::SocketError(what + " rejected our proof of the job token: it belongs to another job, or was given a "
+                           "different COMM_JOB_TOKEN (" + e.what() + ")");
+  }
+  if (!check_handshake_proof(token_, kServerProofLabel, transcript, server_proof))
+    throw net::SocketError(what + " failed the job token check: it belongs to another job, or was given a "
+                           "different COMM_JOB_TOKEN");
+  auto session = net::make_session({token_, transcript, kClientKeyLabel, kServerKeyLabel, /*dialing=*/true,
+                                    mine.encrypt || server.encrypt,
+                                    crypto::agree_cipher(crypto::Cipher(mine.cipher), crypto::Cipher(server.cipher))},
+                                   sock_.fd());
+  rec_ = std::make_unique<net::RecordChannel>(*session);
 }
 
 std::string TcpStoreClient::call_once(const std::string& body, Clock::time_point deadline) {
   const std::string msg = store_message(body);
   std::string what = "store server " + address();
-  net::send_all(sock_.fd(), msg.data(), msg.size(), deadline, what);
+  rec_->writer.seal(msg.data(), msg.size());
+  rec_->writer.write_all(sock_.fd(), deadline, what);
   char header[kHeaderBytes];
-  net::recv_all(sock_.fd(), header, sizeof header, deadline, what);
+  read_reply(header, sizeof header, deadline, what);
   const Scan scan = scan_store_message(std::string_view(header, sizeof header));
   if (scan.kind == Scan::reject)
     throw net::SocketError("malformed reply from " + what + " (is that port really a dpt store?)");
   std::string reply(scan.size - kHeaderBytes, '\0');
-  net::recv_all(sock_.fd(), reply.data(), reply.size(), deadline, what);
+  read_reply(reply.data(), reply.size(), deadline, what);
   return reply;
+}
+
+void TcpStoreClient::read_reply(void* dst, size_t n, Clock::time_point deadline, const std::string& what) {
+  try {
+    rec_->reader.read_all(sock_.fd(), dst, n, deadline, what);
+  } catch (const crypto::AuthFailure& e) {
+    // Never used: the connection is dropped and the call fails, naming the connection.
+    throw StoreTampered(what + " (" + rec_->connection + "): a reply failed its authentication check: " + e.what());
+  }
 }
 
 std::string TcpStoreClient::call(const std::string& op, const std::string& body, Millis server_wait, bool retry) {
@@ -114,6 +143,9 @@ std::string TcpStoreClient::call(const std::string& op, const std::string& body,
     try {
       ensure_connected();
       return call_once(body, Clock::now() + server_wait + timeout_ + kReplySlack);
+    } catch (const StoreTampered& e) {
+      sock_.close();
+      throw PeerError(ctx(op), e.what());  // not retried: someone on the path changes bytes
     } catch (const net::SocketClosed& e) {
       sock_.close();
       if (retry && attempt == 0) continue;

@@ -7,12 +7,18 @@
 //   body    - the command byte and its fields; strings are u32 length + bytes.
 //   auth    - the handshake every connection completes before its first message
 //             (comm/store/job_token.h defines token, transcript and proof):
-//               client -> server  u32 magic "DPTA" | u32 kAuthVersion | client nonce[32]
-//               server -> client  u32 magic "DPTA" | u32 kAuthVersion | server nonce[32]
-//                                 | proof("dpt-store-server", client hello || server nonces)
-//               client -> server  proof("dpt-store-client", same transcript)
-//             Each side checks the other's proof (constant time) before trusting it; the
-//             server reads nothing but these bytes until the client's proof is right.
+//               client -> server  hello: u32 magic "DPTA" | u32 kAuthVersion | nonce[32]
+//                                 | u8 encrypt | u8 cipher | u16 0
+//               server -> client  hello of the same form, its own nonce
+//               client -> server  proof("dpt-store-client", client hello || server hello)
+//               server -> client  proof("dpt-store-server", same transcript)
+//             The client proves first: the server shows nothing computed from the token
+//             to a client that has not, so a recorded exchange gives no offline test of
+//             a guessed token to anyone who does not know it already.
+//   records - after the proofs, every message both ways travels in records
+//             (comm/net/record_stream.h): keys per direction from HKDF(token, transcript,
+//             kClientKeyLabel / kServerKeyLabel), encrypted when either hello asked
+//             (comm/net/secure_session.h), else authenticated only.
 // The server checks the magic and the length bound as soon as the 8 header bytes are in,
 // before buffering any body: an HTTP request, random bytes or a huge length closes that
 // connection at once and changes no state. Framing and request decoding are pure
@@ -37,12 +43,13 @@ inline constexpr uint32_t kMaxBodyBytes = kMaxValueBytes + 2 * kMaxKeyBytes + 64
 // Keys a wait may name is bounded by kMaxKeys and by the body size together.
 
 inline constexpr uint32_t kAuthMagic = 0x41545044;  // "DPTA"
-inline constexpr uint32_t kAuthVersion = 1;
-inline constexpr uint32_t kAuthHelloBytes = 8 + 32;          // magic, version, nonce
-inline constexpr uint32_t kAuthChallengeBytes = 8 + 32 + 32;  // magic, version, nonce, proof
+inline constexpr uint32_t kAuthVersion = 2;  // 2: the client proves first; records follow
+inline constexpr uint32_t kAuthHelloBytes = 8 + 32 + 4;  // magic, version, nonce, encrypt, cipher, 0
 inline constexpr uint32_t kAuthProofBytes = 32;
 inline constexpr const char* kServerProofLabel = "dpt-store-server";
 inline constexpr const char* kClientProofLabel = "dpt-store-client";
+inline constexpr const char* kClientKeyLabel = "dpt-store-key client->server";
+inline constexpr const char* kServerKeyLabel = "dpt-store-key server->client";
 
 enum Cmd : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kWait = 4, kCheck = 5 };
 enum Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };

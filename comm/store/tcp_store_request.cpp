@@ -1,5 +1,6 @@
 #include "comm/store/tcp_store_request.h"
 
+#include <cstring>
 #include <utility>
 
 #include "comm/wire.h"
@@ -13,15 +14,38 @@ Scan scan_auth_hello(std::string_view in) {
     s.kind = Scan::reject;
     s.reason = "not a dpt store client (bad handshake magic)";
   } else if (in.size() >= kAuthHelloBytes) {
+    const auto flag = static_cast<unsigned char>(in[40]), cipher = static_cast<unsigned char>(in[41]);
     if (wire::load_u32(in.data() + 4) != kAuthVersion) {
       s.kind = Scan::reject;
-      s.reason = "unsupported handshake version";
+      s.reason = "unsupported handshake version (another version of dpt?)";
+    } else if (flag > 1 || (cipher != 1 && cipher != 2) || in[42] != 0 || in[43] != 0) {
+      s.kind = Scan::reject;
+      s.reason = "malformed handshake (encryption flag or cipher)";
     } else {
       s.kind = Scan::complete;
       s.size = kAuthHelloBytes;
     }
   }
   return s;
+}
+
+std::string encode_auth_hello(const AuthHello& h) {
+  std::string out;
+  wire::put_u32(out, kAuthMagic);
+  wire::put_u32(out, kAuthVersion);
+  out.append(reinterpret_cast<const char*>(h.nonce.data()), h.nonce.size());
+  out.push_back(h.encrypt ? 1 : 0);
+  out.push_back(static_cast<char>(h.cipher));
+  out.append(2, '\0');
+  return out;
+}
+
+AuthHello decode_auth_hello(std::string_view in) {
+  AuthHello h;
+  std::memcpy(h.nonce.data(), in.data() + 8, h.nonce.size());
+  h.encrypt = in[40] == 1;
+  h.cipher = static_cast<uint8_t>(in[41]);
+  return h;
 }
 
 Scan scan_store_message(std::string_view in) {

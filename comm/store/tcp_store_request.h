@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/net/hmac.h"
 #include "comm/store/tcp_store_protocol.h"
 
 namespace dpt::store_proto {
@@ -29,10 +30,19 @@ struct Scan {
   std::string reason;     // reject: why, for the log
 };
 
-// The client's auth hello (and, on the client side, the first kAuthHelloBytes of the
-// server's challenge): rejects a wrong magic as soon as 4 bytes are in, then a wrong
-// version; complete once kAuthHelloBytes are in.
+// An auth hello (the client's, or the server's on the client side): rejects a wrong magic
+// as soon as 4 bytes are in, then a wrong version or malformed flags; complete once
+// kAuthHelloBytes are in.
 Scan scan_auth_hello(std::string_view input);
+// The hello's fields (either side's); decode only what scan_auth_hello found complete.
+struct AuthHello {
+  crypto::Nonce nonce{};
+  bool encrypt = true;
+  uint8_t cipher = 1;  // crypto::Cipher
+};
+std::string encode_auth_hello(const AuthHello& h);
+AuthHello decode_auth_hello(std::string_view input);
+
 // One message: rejects a bad magic or a body length of 0 or above kMaxBodyBytes as soon
 // as the 8 header bytes are in; complete once the whole body is in.
 Scan scan_store_message(std::string_view input);

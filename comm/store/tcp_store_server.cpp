@@ -6,10 +6,20 @@
 //             missing, and a deadline. A waiter is filed under its first missing key
 //             ("watchers"), so setting a key only looks at the waiters that need it.
 //   auth    - a client's handshake stage (tcp_store_protocol.h): hello expected, proof
-//             expected, or done. Until done, only handshake bytes are read, at most
-//             kMaxUnauthBytes are buffered, and kAuthTimeout bounds the whole exchange, so
-//             a scanner or a stray client costs one slot for a few seconds and changes
-//             no key.
+//             expected, or done. Until done, only handshake bytes are read and
+//             kAuthTimeout bounds the whole exchange, so a scanner or a stray client
+//             costs one slot for a few seconds, learns nothing computed from the token
+//             and changes no key. Once done, the client's bytes arrive in records
+//             (Client::rec) and every reply leaves in them.
+//   bounds  - what one authenticated client can make the server hold is capped: the
+//             keys and bytes stored (COMM_STORE_MAX_KEYS, COMM_STORE_MAX_BYTES: a set
+//             beyond them is refused with an error naming the limit), the bytes of
+//             parked requests (kMaxParkedBytes), its unread replies (kMaxOutBytes,
+//             checked after every request it pipelines: the client is cut off), and a
+//             finished wait leaves nothing behind (its watcher entry goes with it).
+//   write-once - a job's identity and addresses ("<prefix>/job", "<prefix>/addr/<r>",
+//             "<prefix>/addrs") may be set again only to the same value (a retried set),
+//             so no client can redirect a rank's peers once published.
 // A client with a parked request is not read from until the request is answered: one
 // request at a time per connection keeps replies in order.
 #include <fcntl.h>
@@ -18,10 +28,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <map>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 
+#include "comm/net/secure_session.h"
 #include "comm/store/job_token.h"
 #include "comm/net/log.h"
 #include "comm/store/tcp_store.h"
@@ -40,6 +53,28 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kMaxOutBytes = 64u << 20;  // a client that never reads its replies is dropped
 constexpr size_t kMaxClients = 4096;
 constexpr auto kAuthTimeout = std::chrono::seconds(10);
+constexpr size_t kMaxParkedBytes = 256u << 20;  // keys of all parked get/wait requests together
+
+size_t limit_from_env(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (*end || n == 0) throw std::invalid_argument(std::string(name) + "='" + v + "': use a positive integer");
+  return static_cast<size_t>(n);
+}
+
+// tcp_store_server.cpp's "write-once": the keys that say who a job and its ranks are.
+bool write_once_key(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  if (slash == std::string::npos) return false;
+  const std::string_view last(key.data() + slash + 1, key.size() - slash - 1);
+  if (last == "job" || last == "addrs") return true;
+  const size_t prev = key.rfind('/', slash - 1);
+  const std::string_view parent =
+      std::string_view(key).substr(prev == std::string::npos ? 0 : prev + 1, slash - (prev == std::string::npos ? 0 : prev + 1));
+  return parent == "addr" && !last.empty() && last.find_first_not_of("0123456789") == std::string_view::npos;
+}
 
 enum class Auth { hello, proof, done };
 
@@ -51,7 +86,10 @@ struct Client {
   size_t out_pos = 0;
   bool parked = false;  // has a waiter; do not parse more requests
   Auth auth = Auth::hello;
-  std::string transcript;   // client hello || server challenge (without its proof)
+  std::string transcript;   // client hello || server hello
+  bool encrypt = true;      // agreed from both hellos
+  crypto::Cipher cipher = crypto::Cipher::aes256_gcm;
+  std::unique_ptr<net::RecordChannel> rec;  // once authenticated
   Clock::time_point since;  // accepted at
 };
 
@@ -73,6 +111,10 @@ struct TcpStoreServer::Impl {
   std::atomic<int64_t> rejected{0};
   std::atomic<int64_t> key_count{0};
   std::string token;
+  size_t max_keys = limit_from_env("COMM_STORE_MAX_KEYS", size_t{1} << 20);
+  size_t max_bytes = limit_from_env("COMM_STORE_MAX_BYTES", size_t{1} << 30);
+  size_t data_bytes = 0;    // keys and values stored
+  size_t parked_bytes = 0;  // keys of parked requests
 
   std::unordered_map<std::string, std::string> data;
   std::map<uint64_t, Client> clients;
@@ -90,7 +132,14 @@ struct TcpStoreServer::Impl {
   bool authenticate(Client& c);  // false: drop the client
   void drop_unauthenticated();
   void handle(uint64_t id, Client& c, StoreRequest req);  // req is validated already
-  void send_reply(Client& c, const std::string& body) { c.out += store_message(body); }
+  void send_reply(Client& c, const std::string& body) {
+    const std::string msg = store_message(body);
+    c.rec->writer.seal(msg.data(), msg.size());
+    c.rec->writer.take(c.out);
+  }
+  // Stores key = value unless a bound or write-once forbids it; else the error text.
+  std::string store_value(const std::string& key, std::string value);
+  void unwatch(uint64_t wid, const Waiter& w);
   void park(uint64_t id, Client& c, Cmd cmd, std::vector<std::string> keys, uint32_t timeout_ms);
   // Advances a waiter past keys now present; answers it when complete. True if answered.
   bool advance(uint64_t wid);
@@ -219,11 +268,26 @@ void TcpStoreServer::Impl::accept_clients() {
 bool TcpStoreServer::Impl::read_client(uint64_t id, Client& c) {
   char buf[kReadChunk];
   for (;;) {
-    ssize_t r = ::recv(c.sock.fd(), buf, sizeof buf, 0);
+    ssize_t r;
+    if (c.rec) {
+      try {
+        r = c.rec->reader.read(c.sock.fd(), buf, sizeof buf);
+      } catch (const crypto::AuthFailure& e) {
+        ++rejected;
+        log::warn("store server: closing connection from {} ({}): a request failed its authentication check "
+                  "(tampered with, replayed or injected on the way): {}",
+                  c.peer, c.rec->connection, e.what());
+        return false;
+      }
+    } else {
+      r = ::recv(c.sock.fd(), buf, sizeof buf, 0);  // the handshake's bytes
+    }
     if (r > 0) {
       c.in.append(buf, static_cast<size_t>(r));
       if (!parse_requests(id, c)) return false;
-      if (c.parked || static_cast<size_t>(r) < sizeof buf) return true;
+      if (c.parked) return true;
+      // Records may hold more than one read returns: read until the socket is empty.
+      if (!c.rec && static_cast<size_t>(r) < sizeof buf) return true;
       continue;
     }
     if (r == 0) return false;  // client closed: ordinary end of a session
@@ -261,17 +325,18 @@ bool TcpStoreServer::Impl::authenticate(Client& c) {
     const Scan hello = scan_auth_hello(c.in);
     if (hello.kind == Scan::reject) return reject(hello.reason.c_str());
     if (hello.kind == Scan::need_more) return true;
+    const AuthHello theirs = decode_auth_hello(c.in);
     c.transcript = c.in.substr(0, kAuthHelloBytes);
     c.in.erase(0, kAuthHelloBytes);
-    crypto::Nonce nonce = crypto::random_nonce();
-    std::string challenge;
-    wire::put_u32(challenge, kAuthMagic);
-    wire::put_u32(challenge, kAuthVersion);
-    challenge.append(reinterpret_cast<const char*>(nonce.data()), nonce.size());
-    c.transcript += challenge;
-    crypto::Mac proof = handshake_proof(token, kServerProofLabel, c.transcript);
-    c.out.append(challenge);
-    c.out.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+    AuthHello mine;
+    mine.nonce = crypto::random_nonce();
+    mine.encrypt = net::wants_encryption(c.sock.fd());
+    mine.cipher = static_cast<uint8_t>(crypto::preferred_cipher());
+    const std::string reply = encode_auth_hello(mine);
+    c.transcript += reply;
+    c.out.append(reply);  // a nonce only: nothing computed from the token before the client proves
+    c.encrypt = mine.encrypt || theirs.encrypt;
+    c.cipher = crypto::agree_cipher(crypto::Cipher(mine.cipher), crypto::Cipher(theirs.cipher));
     c.auth = Auth::proof;
   }
   if (c.auth == Auth::proof) {
@@ -280,6 +345,11 @@ bool TcpStoreServer::Impl::authenticate(Client& c) {
                                reinterpret_cast<const unsigned char*>(c.in.data())))
       return reject("failed the job token check (a process of another job, or a different COMM_JOB_TOKEN)");
     c.in.erase(0, kAuthProofBytes);
+    if (!c.in.empty()) return reject("sent bytes before the server's proof");
+    crypto::Mac proof = handshake_proof(token, kServerProofLabel, c.transcript);
+    c.out.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+    c.rec = std::make_unique<net::RecordChannel>(*net::make_session(
+        {token, c.transcript, kClientKeyLabel, kServerKeyLabel, /*dialing=*/false, c.encrypt, c.cipher}, c.sock.fd()));
     c.transcript.clear();
     c.auth = Auth::done;
   }
@@ -324,6 +394,14 @@ bool TcpStoreServer::Impl::parse_requests(uint64_t id, Client& c) {
     }
     pos += msg.size;
     handle(id, c, std::move(req));
+    // Pipelined requests (gets of a 16 MiB value, say) must not pile up replies the
+    // client does not read: checked after each one, not once the batch is parsed.
+    if (c.out.size() - c.out_pos > kMaxOutBytes) {
+      ++rejected;
+      log::warn("store server: closing connection from {}: {} MiB of replies it does not read (limit {} MiB)", c.peer,
+                (c.out.size() - c.out_pos) >> 20, kMaxOutBytes >> 20);
+      return false;
+    }
   }
   c.in.erase(0, pos);
   return true;
@@ -334,8 +412,12 @@ void TcpStoreServer::Impl::handle(uint64_t id, Client& c, StoreRequest req) {
   const std::string& key = req.key;
   switch (req.cmd) {
     case kSet: {
-      auto [it, inserted] = data.insert_or_assign(key, std::move(req.value));
-      if (inserted) ++key_count;
+      if (std::string why = store_value(key, std::move(req.value)); !why.empty()) {
+        wire::put_u8(reply, kError);
+        wire::put_str(reply, why);
+        send_reply(c, reply);
+        return;
+      }
       wire::put_u8(reply, kOk);
       send_reply(c, reply);
       key_set(key);
@@ -357,9 +439,12 @@ void TcpStoreServer::Impl::handle(uint64_t id, Client& c, StoreRequest req) {
         }
       }
       value += req.delta;
-      bool inserted = it == data.end();
-      data[key] = std::to_string(value);
-      if (inserted) ++key_count;
+      if (std::string why = store_value(key, std::to_string(value)); !why.empty()) {
+        wire::put_u8(reply, kError);
+        wire::put_str(reply, why);
+        send_reply(c, reply);
+        return;
+      }
       wire::put_u8(reply, kOk);
       wire::put_i64(reply, value);
       send_reply(c, reply);
@@ -382,8 +467,46 @@ void TcpStoreServer::Impl::handle(uint64_t id, Client& c, StoreRequest req) {
   }
 }
 
+std::string TcpStoreServer::Impl::store_value(const std::string& key, std::string value) {
+  auto it = data.find(key);
+  if (it != data.end()) {
+    if (it->second == value) return "";
+    if (write_once_key(key))
+      return "key '" + key + "' says who the job or a rank is and is written once: it holds another value already";
+    const size_t after = data_bytes - it->second.size() + value.size();
+    if (after > max_bytes)
+      return "the store is full: " + std::to_string(after) + " bytes of keys and values would exceed " +
+             "COMM_STORE_MAX_BYTES=" + std::to_string(max_bytes);
+    data_bytes = after;
+    it->second = std::move(value);
+    return "";
+  }
+  if (data.size() + 1 > max_keys)
+    return "the store is full: " + std::to_string(data.size()) + " keys (COMM_STORE_MAX_KEYS=" +
+           std::to_string(max_keys) + ")";
+  const size_t after = data_bytes + key.size() + value.size();
+  if (after > max_bytes)
+    return "the store is full: " + std::to_string(after) + " bytes of keys and values would exceed " +
+           "COMM_STORE_MAX_BYTES=" + std::to_string(max_bytes);
+  data_bytes = after;
+  data.emplace(key, std::move(value));
+  ++key_count;
+  return "";
+}
+
 void TcpStoreServer::Impl::park(uint64_t id, Client& c, Cmd cmd, std::vector<std::string> keys,
                                 uint32_t timeout_ms) {
+  size_t bytes = 0;
+  for (const auto& k : keys) bytes += k.size() + 64;  // and the bookkeeping of each
+  if (parked_bytes + bytes > kMaxParkedBytes) {
+    std::string reply;
+    wire::put_u8(reply, kError);
+    wire::put_str(reply, "the store holds " + std::to_string(parked_bytes >> 20) +
+                             " MiB of waiting requests already; retry later");
+    send_reply(c, reply);
+    return;
+  }
+  parked_bytes += bytes;
   uint64_t wid = next_waiter++;
   Waiter& w = waiters[wid];
   w.client = id;
@@ -405,10 +528,22 @@ bool TcpStoreServer::Impl::advance(uint64_t wid) {
   return false;
 }
 
+void TcpStoreServer::Impl::unwatch(uint64_t wid, const Waiter& w) {
+  size_t bytes = 0;
+  for (const auto& k : w.keys) bytes += k.size() + 64;
+  parked_bytes -= std::min(parked_bytes, bytes);
+  if (w.first_missing >= w.keys.size()) return;
+  auto it = watchers.find(w.keys[w.first_missing]);
+  if (it == watchers.end()) return;
+  std::erase(it->second, wid);
+  if (it->second.empty()) watchers.erase(it);  // a wait on a key never set leaves nothing
+}
+
 void TcpStoreServer::Impl::answer(uint64_t wid, bool timed_out) {
   auto wit = waiters.find(wid);
   Waiter w = std::move(wit->second);
   waiters.erase(wit);
+  unwatch(wid, w);
   auto cit = clients.find(w.client);
   if (cit == clients.end()) return;
   Client& c = cit->second;
@@ -469,7 +604,12 @@ void TcpStoreServer::Impl::pump() {
     for (auto it = clients.begin(); it != clients.end();) {
       auto next = std::next(it);
       Client& c = it->second;
-      if (!c.parked && c.in.size() >= kHeaderBytes && !parse_requests(it->first, c)) drop_client(it->first);
+      if (!c.parked && c.rec && c.rec->reader.ready()) {
+        // Records read from the socket before the client parked raise no POLLIN.
+        if (!read_client(it->first, c)) drop_client(it->first);
+      } else if (!c.parked && c.in.size() >= kHeaderBytes && !parse_requests(it->first, c)) {
+        drop_client(it->first);
+      }
       it = next;
     }
   }
@@ -477,10 +617,12 @@ void TcpStoreServer::Impl::pump() {
 
 void TcpStoreServer::Impl::drop_client(uint64_t id) {
   for (auto it = waiters.begin(); it != waiters.end();) {
-    if (it->second.client == id)
+    if (it->second.client == id) {
+      unwatch(it->first, it->second);
       it = waiters.erase(it);
-    else
+    } else {
       ++it;
+    }
   }
   clients.erase(id);
 }

@@ -4,6 +4,8 @@
 // token. Single process: threads play the ranks.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,10 +16,13 @@
 #include "backends/tcp/frame.h"
 #include "backends/tcp/mesh.h"
 #include "comm/net/hmac.h"
+#include "comm/net/record_stream.h"
+#include "comm/net/secure_session.h"
 #include "comm/store/job_token.h"
 #include "comm/net/socket.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_protocol.h"
+#include "comm/store/tcp_store_request.h"
 #include "comm/wire.h"
 
 using namespace dpt;
@@ -53,6 +58,21 @@ bool closed_by_peer(int fd) {
     }
   }
   return false;
+}
+
+// A client hello of the store's handshake (its nonce all `fill`), asking for encryption.
+std::string raw_store_hello(char fill) {
+  store_proto::AuthHello h;
+  std::memset(h.nonce.data(), fill, h.nonce.size());
+  h.encrypt = true;
+  h.cipher = static_cast<uint8_t>(crypto::preferred_cipher());
+  return store_proto::encode_auth_hello(h);
+}
+
+// True when a byte can be read from `fd` within `t` (the peer sent more).
+bool readable_within(int fd, Millis t) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, int(t.count())) == 1;
 }
 
 void wait_for(const std::function<bool()>& cond) {
@@ -122,14 +142,11 @@ TEST_CASE("store: only clients with the job token get in, and rejects change no 
       // Correct framing, wrong proof, and a set request right behind it: the set must
       // never be executed.
       net::Socket s = raw_connect(port);
-      std::string hello;
-      wire::put_u32(hello, store_proto::kAuthMagic);
-      wire::put_u32(hello, store_proto::kAuthVersion);
-      hello += std::string(32, 'n');
+      const std::string hello = raw_store_hello('n');
       net::send_all(s.fd(), hello.data(), hello.size(), net::Clock::now() + 2s, "store");
-      char challenge[store_proto::kAuthChallengeBytes];
-      net::recv_all(s.fd(), challenge, sizeof challenge, net::Clock::now() + 2s, "store");
-      std::string transcript = hello + std::string(challenge, store_proto::kAuthHelloBytes);
+      char theirs[store_proto::kAuthHelloBytes];
+      net::recv_all(s.fd(), theirs, sizeof theirs, net::Clock::now() + 2s, "store");
+      std::string transcript = hello + std::string(theirs, sizeof theirs);
       crypto::Mac forged = handshake_proof(kWrongToken, store_proto::kClientProofLabel, transcript);
       std::string msg(reinterpret_cast<const char*>(forged.data()), forged.size());
       std::string body;
@@ -147,29 +164,36 @@ TEST_CASE("store: only clients with the job token get in, and rejects change no 
     CHECK(server.num_keys() == 1);
     CHECK_FALSE(good.check("evil"));
     // The same raw path with the right proof does get in: the forged case failed for
-    // the proof alone.
+    // the proof alone. The server proves only after the client did, and then every
+    // message travels in records.
     net::Socket s = raw_connect(port);
-    std::string hello;
-    wire::put_u32(hello, store_proto::kAuthMagic);
-    wire::put_u32(hello, store_proto::kAuthVersion);
-    hello += std::string(32, 'm');
+    const std::string hello = raw_store_hello('m');
     net::send_all(s.fd(), hello.data(), hello.size(), net::Clock::now() + 2s, "store");
-    char challenge[store_proto::kAuthChallengeBytes];
-    net::recv_all(s.fd(), challenge, sizeof challenge, net::Clock::now() + 2s, "store");
-    std::string transcript = hello + std::string(challenge, store_proto::kAuthHelloBytes);
-    CHECK(check_handshake_proof(kToken, store_proto::kServerProofLabel, transcript,
-                                reinterpret_cast<const unsigned char*>(challenge) + store_proto::kAuthHelloBytes));
+    char theirs[store_proto::kAuthHelloBytes];
+    net::recv_all(s.fd(), theirs, sizeof theirs, net::Clock::now() + 2s, "store");
+    std::string transcript = hello + std::string(theirs, sizeof theirs);
+    CHECK_FALSE(readable_within(s.fd(), 300ms));  // nothing computed from the token yet
     crypto::Mac proof = handshake_proof(kToken, store_proto::kClientProofLabel, transcript);
-    std::string msg(reinterpret_cast<const char*>(proof.data()), proof.size());
+    net::send_all(s.fd(), proof.data(), proof.size(), net::Clock::now() + 2s, "store");
+    unsigned char server_proof[store_proto::kAuthProofBytes];
+    net::recv_all(s.fd(), server_proof, sizeof server_proof, net::Clock::now() + 2s, "store");
+    CHECK(check_handshake_proof(kToken, store_proto::kServerProofLabel, transcript, server_proof));
+    const auto server_hello = store_proto::decode_auth_hello(std::string_view(theirs, sizeof theirs));
+    net::RecordChannel rec(*net::make_session(
+        {kToken, transcript, store_proto::kClientKeyLabel, store_proto::kServerKeyLabel, true, true,
+         crypto::agree_cipher(crypto::preferred_cipher(), crypto::Cipher(server_hello.cipher))},
+        s.fd()));
     std::string body;
     wire::put_u8(body, store_proto::kSet);
     wire::put_str(body, "legit");
     wire::put_str(body, "y");
-    wire::put_u32(msg, store_proto::kMagic);
-    wire::put_u32(msg, uint32_t(body.size()));
-    msg += body;
-    net::send_all(s.fd(), msg.data(), msg.size(), net::Clock::now() + 2s, "store");
+    const std::string msg = store_proto::store_message(body);
+    rec.writer.seal(msg.data(), msg.size());
+    rec.writer.write_all(s.fd(), net::Clock::now() + 2s, "store");
     CHECK(good.get("legit", 2000ms) == "y");
+    // The same message again, in clear: not a record of this connection, so it is cut off.
+    net::send_all(s.fd(), msg.data(), msg.size(), net::Clock::now() + 2s, "store");
+    CHECK(closed_by_peer(s.fd()));
   }
 }
 

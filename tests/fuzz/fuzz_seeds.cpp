@@ -78,11 +78,9 @@ void store_seeds(const fs::path& dir) {
     all += msg;
   }
   write_file(dir / "all", all);
-  std::string auth;
-  wire::put_u32(auth, store_proto::kAuthMagic);
-  wire::put_u32(auth, store_proto::kAuthVersion);
-  auth.append(32, '\x5a');
-  write_file(dir / "auth-hello", auth);
+  store_proto::AuthHello hello;
+  hello.nonce.fill(0x5a);
+  write_file(dir / "auth-hello", store_proto::encode_auth_hello(hello));
 }
 
 void checkpoint_seeds(const fs::path& dir) {
