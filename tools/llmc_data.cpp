@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -29,6 +28,7 @@
 #include "data/text/documents.h"
 #include "data/text/text_corpus.h"
 #include "data/tokenizer/tokenizer.h"
+#include "device/safe_file.h"
 #include "api/cli/cli.h"
 
 namespace po = boost::program_options;
@@ -75,18 +75,18 @@ void write_bin(const std::string& path, const std::vector<uint16_t>& tokens) {
   header[0] = kMagic;
   header[1] = kVersion;
   header[2] = int32_t(tokens.size());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw dpt::DataError(tmp + ": cannot create (does its directory exist and is it writable?)");
+  // Token data is meant to be shared: the umask's mode, as before (device/safe_file.h).
+  try {
+    dpt::AtomicFile out(path, dpt::FileAccess::umask);
     // The header and tokens are written in this machine's byte order: llm.c reads them
     // with fread on little-endian machines, and so do we (x86-64, aarch64).
     static_assert(std::endian::native == std::endian::little, "llm.c's files are little-endian");
-    out.write(reinterpret_cast<const char*>(header.data()), sizeof(header));
-    out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * sizeof(uint16_t)));
-    if (!out.flush()) throw dpt::DataError(tmp + ": write failed (disk full?)");
+    out.write(header.data(), sizeof(header));
+    out.write(tokens.data(), tokens.size() * sizeof(uint16_t));
+    out.commit();
+  } catch (const dpt::FileWriteError& e) {
+    throw dpt::DataError(path + ": " + e.reason() + " (does its directory exist and is it writable? disk full?)");
   }
-  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace

@@ -1,18 +1,14 @@
 #include "train/dist_trainer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 #include "comm/dispatch/flight_recorder.h"
+#include "device/safe_file.h"
 #include "models/io/checkpoint.h"
 #include "models/io/gpt2_weights.h"
 
@@ -146,23 +142,11 @@ std::string continue_schedule(const Metadata& meta, const std::string& path, Dis
   return note;
 }
 
-// Points <dir>/latest at `target` so that it survives a crash or a power loss: write a
-// temporary file, fsync it, rename it over `latest`, fsync the folder. Readers see the
-// old or the new name, never a torn one.
+// Points <dir>/latest at `target` so that it survives a crash or a power loss: written
+// whole under an unguessable temporary name, fsync'd, renamed over `latest`, the folder
+// fsync'd (device/safe_file.h). Readers see the old or the new name, never a torn one.
 void write_latest(const fs::path& dir, const std::string& target) {
-  const fs::path tmp = dir / "latest.tmp", dst = dir / "latest";
-  const std::string text = target + "\n";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) throw std::runtime_error("cannot write " + tmp.string() + ": " + std::strerror(errno));
-  fs::rename(tmp, dst);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  write_file_atomically((dir / "latest").string(), target + "\n");
 }
 }  // namespace
 

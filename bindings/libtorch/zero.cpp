@@ -9,6 +9,7 @@
 
 #include "api/context_impl.h"
 #include "bindings/libtorch/tensor_comm.h"
+#include "device/safe_file.h"
 
 namespace dpt::torch {
 namespace {
@@ -142,9 +143,7 @@ void ZeroRedundancyOptimizer::save(const std::string& dir) const {
   ::torch::save(*d.optimizer, shard_file(dir, d.comm().rank()));
   if (d.comm().rank() == 0) {
     nlohmann::json meta = {{"world_size", d.comm().size()}, {"parameters", d.params.size()}, {"owner", d.owner}};
-    const std::string tmp = dir + "/optim.json.tmp";
-    std::ofstream(tmp) << meta.dump() << "\n";
-    std::filesystem::rename(tmp, dir + "/optim.json");
+    write_file_atomically(dir + "/optim.json", meta.dump() + "\n");  // 0600, whole (device/safe_file.h)
   }
   d.comm().barrier();  // every file is written when any rank returns
 }

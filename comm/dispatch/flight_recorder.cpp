@@ -10,12 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "comm/communicator.h"
 #include "comm/launch/env.h"
 #include "comm/launch/launch_env.h"
+#include "device/safe_file.h"
 
 namespace dpt {
 namespace {
@@ -292,18 +292,10 @@ std::string dump_flight_records(const std::string& reason, bool once) {
                           "\",\"communicators\":[" + body + "]}\n";
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << doc;
-    if (!f) {
-      std::fprintf(stderr, "flight recorder: cannot write %s\n", tmp.c_str());
-      return "";
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::fprintf(stderr, "flight recorder: cannot write %s: %s\n", path.c_str(), ec.message().c_str());
+  try {
+    write_file_atomically(path, doc, FileAccess::umask);  // whole or not at all (device/safe_file.h)
+  } catch (const FileWriteError& e) {
+    std::fprintf(stderr, "flight recorder: %s\n", e.what());
     return "";
   }
   std::fprintf(stderr, "flight recorder: %s: this rank's last operations in %s (read every rank's with "

@@ -4,11 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <vector>
 
 #include "comm/dispatch/flight_recorder.h"
+#include "device/safe_file.h"
 
 namespace dpt {
 namespace {
@@ -118,9 +119,8 @@ std::string timeline_close() {
   std::lock_guard<std::mutex> lk(s.mu);
   close_phase(s, flight_now_ns());
   const std::string path = s.dir + "/rank" + std::to_string(s.rank) + ".json";
-  const std::string tmp = path + ".tmp";
   {
-    std::ofstream out(tmp);
+    std::ostringstream out;
     out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"format\":\"dpt-trace-1\",\"rank\":" << s.rank
         << ",\"world\":" << s.world << ",\"dropped_events\":" << s.dropped << "},\"traceEvents\":[\n";
     out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << s.rank << ",\"args\":{\"name\":\"rank " << s.rank
@@ -133,9 +133,12 @@ std::string timeline_close() {
       write_event(out, s, e);
     }
     out << "\n]}\n";
-    if (!out) return "";
+    try {
+      write_file_atomically(path, out.str(), FileAccess::umask);  // whole or not at all (device/safe_file.h)
+    } catch (const FileWriteError&) {
+      return "";
+    }
   }
-  std::filesystem::rename(tmp, path);
   s.events = {};
   return path;
 }

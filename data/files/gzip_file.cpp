@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -30,7 +32,7 @@ std::string gz_error_text(gzFile f, const std::string& path) {
 
 }  // namespace
 
-std::vector<uint8_t> read_gzip_file(const std::string& path) {
+std::vector<uint8_t> read_gzip_file(const std::string& path, size_t max_bytes) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw_data_error(path, "file not found");
   if (std::filesystem::is_directory(path, ec))
@@ -41,16 +43,23 @@ std::vector<uint8_t> read_gzip_file(const std::string& path) {
   if (!f) throw_data_error(path, std::string("cannot open: ") + std::strerror(errno));
   gzbuffer(f.get(), 1 << 18);  // fewer, larger reads of the compressed file
 
+  // Inflated in chunks, never more than max_bytes + 1 in all: one byte past the cap tells
+  // a file over it from one exactly at it, without inflating (or allocating) the rest.
   std::vector<uint8_t> out;
   constexpr size_t kChunk = size_t(1) << 22;
-  for (;;) {
-    const size_t old = out.size();
-    out.resize(old + kChunk);
-    const int got = gzread(f.get(), out.data() + old, unsigned(kChunk));
+  const size_t limit = max_bytes == SIZE_MAX ? max_bytes : max_bytes + 1;
+  while (out.size() < limit) {
+    const size_t old = out.size(), want = std::min(kChunk, limit - old);
+    out.resize(old + want);
+    const int got = gzread(f.get(), out.data() + old, unsigned(want));
     if (got < 0) throw_data_error(path, "corrupt gzip data (" + gz_error_text(f.get(), path) + ")");
     out.resize(old + size_t(got));
-    if (size_t(got) < kChunk) break;
+    if (size_t(got) < want) break;
   }
+  if (out.size() > max_bytes)
+    throw_data_error(path, "inflates to more than " + std::to_string(max_bytes) +
+                               " bytes, the cap of what is read (kMaxGzipBytes, data/files/gzip_file.h); "
+                               "a gzip bomb, or not the file expected?");
   // gzread returns a short count, not an error, on a truncated stream; the reason is only
   // in the sticky error state, so check it explicitly.
   int code = Z_OK;

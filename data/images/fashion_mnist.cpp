@@ -6,16 +6,6 @@
 
 namespace dpt {
 
-namespace {
-
-std::string dims_text(const std::vector<uint32_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-}  // namespace
-
 std::vector<std::string> FashionMnist::file_names(Split split) {
   const std::string prefix = split == Split::train ? "train" : "t10k";
   return {prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz"};
@@ -31,12 +21,12 @@ FashionMnist::FashionMnist(const std::string& dir_in, Split split, const ImageOp
   IdxArray images = read_idx_file(images_path);
   if (images.dims.size() != 3 || images.dims[1] != kRows || images.dims[2] != kCols) {
     throw_data_error(images_path, "expected images of shape [n, 28, 28] (magic 0x00000803), got " +
-                                      dims_text(images.dims));
+                                      idx_dims_text(images.dims));
   }
   IdxArray labels = read_idx_file(labels_path);
   if (labels.dims.size() != 1) {
     throw_data_error(labels_path, "expected labels of shape [n] (magic 0x00000801), got " +
-                                      dims_text(labels.dims));
+                                      idx_dims_text(labels.dims));
   }
   if (labels.dims[0] != images.dims[0]) {
     throw_data_error(labels_path, std::to_string(labels.dims[0]) + " labels but " + images_path +

@@ -22,6 +22,12 @@ std::string hex_magic(const uint8_t* p) {
 
 }  // namespace
 
+std::string idx_dims_text(const std::vector<uint32_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& path) {
   if (bytes.size() < 4) {
     throw_data_error(path, "truncated IDX file: " + std::to_string(bytes.size()) +
@@ -45,17 +51,24 @@ IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& path) {
     throw_data_error(path, "truncated IDX header: " + std::to_string(bytes.size()) +
                                " bytes, header needs " + std::to_string(header));
   }
+  // The product of the dimensions, overflow-checked: four uint32 dimensions can multiply
+  // past 2^64 and wrap to the file's real size, which the size check below would pass.
   IdxArray arr;
+  const size_t payload = bytes.size() - header;
   size_t count = 1;
+  bool overflows = false;
   for (size_t d = 0; d < ndims; ++d) {
     arr.dims.push_back(read_be32(b + 4 + 4 * d));
-    count *= arr.dims.back();
+    overflows = overflows || __builtin_mul_overflow(count, size_t(arr.dims.back()), &count);
   }
-  if (bytes.size() != header + count) {
+  if (overflows)
+    throw_data_error(path, "IDX dimensions " + idx_dims_text(arr.dims) + " multiply past 2^64 elements; the file has " +
+                               std::to_string(bytes.size()) + " bytes (corrupt header?)");
+  if (count != payload) {
     throw_data_error(path, "IDX size mismatch: header promises " + std::to_string(count) +
-                               " elements (" + std::to_string(header + count) +
+                               " elements (" + std::to_string(header) + " + " + std::to_string(count) +
                                " bytes), file has " + std::to_string(bytes.size()) + " bytes" +
-                               (bytes.size() < header + count ? " (truncated)" : ""));
+                               (payload < count ? " (truncated)" : ""));
   }
   // Move the payload down in place instead of copying 47 MB.
   std::memmove(bytes.data(), bytes.data() + header, count);

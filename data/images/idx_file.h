@@ -15,10 +15,14 @@ struct IdxArray {
 };
 
 // Parses bytes read from `path` (the path is only used in error messages). Throws
-// DataError on a bad magic, an unsupported type, or a size that disagrees with the header.
+// DataError on a bad magic, an unsupported type, dimensions whose product overflows, or a
+// size that disagrees with the header; nothing is allocated from the dimensions.
 IdxArray parse_idx(std::vector<uint8_t> bytes, const std::string& path);
 
-// read_gzip_file + parse_idx.
+// "[60000, 28, 28]", for messages.
+std::string idx_dims_text(const std::vector<uint32_t>& dims);
+
+// read_gzip_file (at most kMaxGzipBytes inflated) + parse_idx.
 IdxArray read_idx_file(const std::string& path);
 
 }  // namespace dpt

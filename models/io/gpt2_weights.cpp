@@ -8,9 +8,11 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "device/safe_file.h"
 #include "models/io/checkpoint.h"
 #include "models/nn/module.h"
 #include "models/io/safetensors_file.h"
@@ -78,20 +80,56 @@ std::optional<std::string> hf_to_gpt2_name(const std::string& hf_name) {
 
 std::string gpt2_to_hf_name(const std::string& name) { return name; }
 
+namespace {
+
+// The layer count read from tensor names sizes the model before a byte of it is loaded,
+// so it must be one the file can fill: blocks h.0 .. h.<L-1> without a gap (L is at most
+// the number of tensors), and tensors of those blocks holding at least L blocks of
+// weights at the width wte gives (12*d*d + 13*d values a block, 2 bytes or more each:
+// the strict load needs every one of them). A few-KiB file naming block 2^40 - 1 with
+// zero-byte tensors is refused here, not after asking for terabytes.
+void check_gpt2_blocks(const std::string& path, const Gpt2FileShape& s, size_t distinct_blocks,
+                       const std::string& highest, uint64_t block_bytes) {
+  if (uint64_t(s.layers) != distinct_blocks)
+    throw CheckpointError(path, "tensor " + highest + " names block " + std::to_string(s.layers - 1) +
+                                    ", but the file holds tensors of " + std::to_string(distinct_blocks) +
+                                    " blocks; GPT-2's blocks are h.0 to h.<layers-1> without a gap");
+  const uint64_t d = uint64_t(s.width), layers = uint64_t(s.layers);
+  uint64_t per_block = 0, need = 0;
+  const bool fits = !__builtin_mul_overflow(d, d, &per_block) && !__builtin_mul_overflow(per_block, 12, &per_block) &&
+                    !__builtin_add_overflow(per_block, 13 * d, &per_block) &&
+                    !__builtin_mul_overflow(per_block, layers, &need) && !__builtin_mul_overflow(need, 2, &need);
+  if (!fits || need > block_bytes)
+    throw CheckpointError(path, std::to_string(layers) + " blocks (the highest named by " + highest + ") of width " +
+                                    std::to_string(d) + " need " +
+                                    (fits ? "at least " + std::to_string(need) : std::string("more than 2^64")) +
+                                    " bytes of weights (12*width^2 + 13*width values a block, 2 bytes or more "
+                                    "each), but the file's block tensors hold " + std::to_string(block_bytes));
+}
+
+}  // namespace
+
 Gpt2FileShape read_gpt2_file_shape(const std::string& path) {
   const SafetensorsFile file(path);
   Gpt2FileShape s;
+  std::set<int64_t> blocks;
+  std::string highest;     // the tensor naming the highest block
+  uint64_t block_bytes = 0;  // what the blocks' tensors hold (they tile the file: no overflow)
   for (const auto& e : file.index().entries) {
     const auto name = hf_to_gpt2_name(e.name);
     if (!name) continue;
     if (*name == kTokens && e.shape.size() == 2) s.vocab = e.shape[0], s.width = e.shape[1];
     if (*name == "transformer.wpe.weight" && e.shape.size() == 2) s.positions = e.shape[0];
     const int64_t block = block_index(name->substr(kPrefix.size()));
-    if (block >= 0) s.layers = std::max(s.layers, block + 1);
+    if (block < 0) continue;
+    blocks.insert(block);
+    block_bytes += e.end - e.begin;
+    if (block + 1 > s.layers) s.layers = block + 1, highest = e.name;
   }
   if (s.vocab == 0 || s.positions == 0)
     throw CheckpointError(path, "no GPT-2 embeddings: wte.weight and wpe.weight [rows, width] (with or without "
                                 "the 'transformer.' prefix) are missing or not 2-D");
+  check_gpt2_blocks(path, s, blocks.size(), highest, block_bytes);
   s.heads = heads_from_config_beside(path);
   return s;
 }
@@ -220,14 +258,14 @@ void save_gpt2_pretrained(const std::string& dir, const std::vector<ParamInfo>& 
   write_gpt2_config(dir, cfg);
 }
 
+// 0600 and atomic, as the weights beside it (device/safe_file.h).
 void write_gpt2_config(const std::string& dir, const ModelConfig& cfg) {
-  const fs::path config = fs::path(dir) / "config.json", tmp = fs::path(dir) / "config.json.tmp";
-  {
-    std::ofstream out(tmp);
-    out << gpt2_config_json(cfg);
-    if (!out.flush()) throw CheckpointError(tmp.string(), "cannot write");
+  const std::string config = (fs::path(dir) / "config.json").string();
+  try {
+    write_file_atomically(config, gpt2_config_json(cfg));
+  } catch (const FileWriteError& e) {
+    throw CheckpointError(config, e.reason());
   }
-  fs::rename(tmp, config);
 }
 
 }  // namespace dpt

@@ -10,11 +10,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "device/safe_file.h"
 #include "models/kernels/cpu/crc32.h"
 
 namespace dpt {
@@ -27,44 +27,10 @@ constexpr const char* kCrcKey = "dpt.crc32";
 
 std::string errno_text() { return std::strerror(errno); }
 
-void write_all(int fd, const void* data, size_t size, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw CheckpointError(path, "write failed: " + errno_text());
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
 std::string hex32(uint32_t v) {
   char buf[9];
   std::snprintf(buf, sizeof buf, "%08x", v);
   return buf;
-}
-
-// Temp file in the target's folder; removed unless disarmed.
-struct TempFile {
-  std::string path;
-  int fd = -1;
-  bool keep = false;
-  ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (!keep) ::unlink(path.c_str());
-  }
-};
-
-void fsync_parent(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) throw CheckpointError(path, "cannot open folder " + dir + ": " + errno_text());
-  int rc = ::fsync(dfd);
-  ::close(dfd);
-  if (rc != 0) throw CheckpointError(path, "fsync of folder " + dir + " failed: " + errno_text());
 }
 
 size_t checked_numel(const std::vector<int64_t>& shape, const std::string& path,
@@ -216,28 +182,22 @@ std::string encode_safetensors_header(const std::vector<NamedTensorView>& tensor
   return out + text;
 }
 
+// Through device/safe_file.h: 0600, an unguessable temporary name created without
+// following links, fsync'd and renamed into place, the folder fsync'd.
 void save_safetensors(const std::string& path, const std::vector<NamedTensorView>& tensors,
                       const Metadata& metadata) {
   const std::string header = encode_safetensors_header(tensors, metadata, path);
-  TempFile tmp;
-  tmp.path = path + ".tmp." + std::to_string(::getpid());
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (tmp.fd < 0) throw CheckpointError(path, "cannot create " + tmp.path + ": " + errno_text());
-  write_all(tmp.fd, header.data(), header.size(), path);
-  for (const auto& t : tensors) {
-    if (t.dtype == FileDType::I64) write_all(tmp.fd, as_int64(t, path).data(), t.data.size() * 8, path);
-    else write_all(tmp.fd, t.data.data(), t.data.size() * sizeof(float), path);
+  try {
+    AtomicFile out(path);
+    out.write(header);
+    for (const auto& t : tensors) {
+      if (t.dtype == FileDType::I64) out.write(as_int64(t, path).data(), t.data.size() * 8);
+      else out.write(t.data.data(), t.data.size() * sizeof(float));
+    }
+    out.commit();
+  } catch (const FileWriteError& e) {
+    throw CheckpointError(path, e.reason());
   }
-  if (::fsync(tmp.fd) != 0) throw CheckpointError(path, "fsync failed: " + errno_text());
-  if (::close(tmp.fd) != 0) {
-    tmp.fd = -1;
-    throw CheckpointError(path, "close failed: " + errno_text());
-  }
-  tmp.fd = -1;
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
-    throw CheckpointError(path, "rename from " + tmp.path + " failed: " + errno_text());
-  tmp.keep = true;
-  fsync_parent(path);
 }
 
 void require_checkpoint_file(int fd, const std::string& path) {

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "data/data_error.h"
+#include "data/files/gzip_file.h"
 #include "data/images/fashion_mnist.h"
 #include "data/images/idx_file.h"
 #include "data_test_files.h"
@@ -203,4 +204,41 @@ TEST_CASE("fashion-mnist: corrupted files give clear errors", "[fashion_mnist]")
     dpt::testing::write_bytes(labels, {});
     require_data_error(load, {labels, "too short"});
   }
+}
+
+TEST_CASE("idx: dimensions whose product overflows or outgrows the file are refused by name", "[fashion_mnist]") {
+  TempDir dir("idx_hostile");
+  const std::string path = dir.file("hostile-idx4-ubyte.gz");
+  SECTION("65536^4 = 2^64 elements, which wraps to 0: the header-only file's payload") {
+    dpt::testing::write_gzip(path, dpt::testing::idx_bytes({65536, 65536, 65536, 65536}, {}));
+    require_data_error([&] { dpt::read_idx_file(path); }, {path, "[65536, 65536, 65536, 65536]", "past 2^64"});
+  }
+  SECTION("(2^32 - 1)^2 * 2 elements: past 2^64 without wrapping to anything small") {
+    dpt::testing::write_gzip(path, dpt::testing::idx_bytes({4294967295u, 4294967295u, 2}, {1, 2, 3}));
+    require_data_error([&] { dpt::read_idx_file(path); }, {path, "past 2^64"});
+  }
+  SECTION("10^12 elements promised, 10 bytes present") {
+    dpt::testing::write_gzip(path, dpt::testing::idx_bytes({1000000, 1000000}, std::vector<uint8_t>(10)));
+    require_data_error([&] { dpt::read_idx_file(path); }, {path, "1000000000000 elements", "truncated"});
+  }
+}
+
+TEST_CASE("gzip: a bomb is refused at the cap, nothing inflated past it", "[fashion_mnist]") {
+  TempDir dir("gzip_bomb");
+  const std::string path = dir.file("bomb.gz");
+  // 64 MiB of zeros, deflated in a streaming loop at level 9: about 64 KiB on disk.
+  constexpr size_t kChunk = size_t(1) << 20, kChunks = 64;
+  {
+    gzFile f = gzopen(path.c_str(), "wb9");
+    REQUIRE(f);
+    const std::vector<uint8_t> zeros(kChunk);
+    for (size_t i = 0; i < kChunks; ++i) REQUIRE(gzwrite(f, zeros.data(), unsigned(kChunk)) == int(kChunk));
+    REQUIRE(gzclose(f) == Z_OK);
+  }
+  REQUIRE(std::filesystem::file_size(path) < kChunks * kChunk / 100);
+  // A cap of 1 MiB stands for the default 1 GiB (a test must not allocate that).
+  require_data_error([&] { dpt::read_gzip_file(path, kChunk); }, {path, "more than 1048576 bytes", "gzip bomb"});
+  // A file exactly at the cap is read whole.
+  CHECK(dpt::read_gzip_file(path, kChunks * kChunk).size() == kChunks * kChunk);
+  CHECK(dpt::kMaxGzipBytes == size_t(1) << 30);
 }

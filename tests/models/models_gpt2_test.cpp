@@ -295,3 +295,50 @@ TEST_CASE("gpt2: save_gpt2_pretrained round-trips through load_gpt2_weights", "[
   CHECK_THROWS_WITH(make_model("gpt", not_gpt2), Catch::Contains("only the gpt2 model"));
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// A GPT-2-looking safetensors file of a few KiB: real 2x4 F32 embeddings, then a
+// zero-byte tensor for each block named in `blocks` (the layer count is read from them).
+std::string hostile_gpt2_file(const std::filesystem::path& dir, const std::vector<int64_t>& blocks) {
+  nlohmann::ordered_json header;
+  header["transformer.wte.weight"] = {{"dtype", "F32"}, {"shape", {2, 4}}, {"data_offsets", {0, 32}}};
+  header["transformer.wpe.weight"] = {{"dtype", "F32"}, {"shape", {2, 4}}, {"data_offsets", {32, 64}}};
+  for (int64_t b : blocks)
+    header["transformer.h." + std::to_string(b) + ".ln_1.weight"] = {
+        {"dtype", "F32"}, {"shape", nlohmann::json::array({0})}, {"data_offsets", {64, 64}}};
+  const std::string text = header.dump();
+  const uint64_t len = text.size();
+  const std::string path = (dir / "hostile.safetensors").string();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << text << std::string(64, '\0');
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("gpt2: --init-from's layer count must be one the file can fill", "[gpt2][checkpoint]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("dpt_gpt2_hostile_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Gpt2Request r;
+  r.heads = 2;  // --gpt-heads 2: the file's width (4) is no GPT-2 size; the shape is still the file's
+  ModelConfig cfg;
+  SECTION("a file naming block 2^40 - 1: refused before anything is sized by it") {
+    r.init_from = hostile_gpt2_file(dir, {0, 1, (int64_t{1} << 40) - 1});
+    CHECK(std::filesystem::file_size(r.init_from) < 4096);
+    CHECK_THROWS_WITH(configure_gpt2(r, cfg), Catch::Contains(r.init_from) &&
+                                                  Catch::Contains("tensor transformer.h.1099511627775.ln_1.weight") &&
+                                                  Catch::Contains("3 blocks") && Catch::Contains("without a gap"));
+  }
+  SECTION("blocks 0..99 without a gap, but zero bytes of weights: refused by their size") {
+    std::vector<int64_t> blocks(100);
+    for (int64_t i = 0; i < 100; ++i) blocks[size_t(i)] = i;
+    r.init_from = hostile_gpt2_file(dir, blocks);
+    // 100 blocks of width 4: (12*16 + 13*4) values each, 2 bytes at least.
+    CHECK_THROWS_WITH(configure_gpt2(r, cfg), Catch::Contains(r.init_from) && Catch::Contains("100 blocks") &&
+                                                  Catch::Contains("at least 48800 bytes") &&
+                                                  Catch::Contains("hold 0"));
+  }
+  std::filesystem::remove_all(dir);
+}

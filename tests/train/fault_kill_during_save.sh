@@ -38,7 +38,7 @@ for round in $(seq 1 "$rounds"); do
   sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.1 + 1.4 * r / 32767 }')"
   pid=$(rank0_of "$launcher")
   [[ -n $pid ]] || fail "round $round: rank 0 is not running"
-  # Then the moment one of its temp files (named .tmp.<pid>) exists: a save is in flight.
+  # Then the moment one of its temp files (named <file>.<random>.tmp.<pid>) exists: a save is in flight.
   # Freeze rank 0 (SIGSTOP) and look again: only a kill while a temp file still exists
   # lands inside a save; otherwise let it run on and wait for the next one.
   inflight=""
@@ -68,7 +68,7 @@ done
 
 # Leftovers of the kills, plus a decoy: a newer-looking step with only a temp file, and a
 # latest.tmp naming it. The resume must take `latest` (step_$prev), nothing else.
-mapfile -t left < <(cd "$ckpt" && compgen -G "step_*/*.tmp.*"; compgen -G "latest.tmp")
+mapfile -t left < <(cd "$ckpt" && compgen -G "step_*/*.tmp.*"; compgen -G "latest.*.tmp.*")
 echo "temp files left by the kills: ${#left[@]} ${left[*]}"
 mkdir -p "$ckpt/step_999" && head -c 100 /dev/urandom > "$ckpt/step_999/model.safetensors.tmp.1"
 echo step_999 > "$ckpt/latest.tmp"
