@@ -9,8 +9,9 @@ pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev catch2 libopen
       libboost-program-options-dev nlohmann-json3-dev zlib1g-dev libfmt-dev
       dataset-fashion-mnist fortunes gnuplot-nox libgloo-dev iproute2 procps time libssl-dev libdnnl-dev
       clang libclang-rt-14-dev libicu-dev python3-numpy python3-dev python3-venv
-      slurmd slurmctld slurm-client munge chromium)
+      slurmd slurmctld slurm-client munge chromium tcpdump)
 # Chromium: tools.run_report renders the HTML run report headless.
+# tcpdump: reliability.records_on_the_wire captures an allreduce between emulated hosts.
 # Slurm and munge: the slurm.* tests start their own controller and slurmd's on emulated
 # hosts (bench/slurm_cluster.sh); nothing of the system's own Slurm is configured or used.
 # node runs the reference GPT-2 encoder in the tokenizer tests; npm fetches it. Only when

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <exception>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -28,7 +29,11 @@ using net::Clock;
 
 namespace {
 
+// Connections not yet through the handshake, in all and from one address. Beyond
+// either, the oldest that has sent nothing yet (else the oldest) makes room: a real
+// rank sends its hello at once, so a flood of idle connections cannot crowd it out.
 constexpr size_t kMaxPendingConnections = 256;
+constexpr size_t kMaxPendingPerAddress = 64;
 
 uint64_t random_job_id() {
   std::random_device rd;
@@ -53,6 +58,7 @@ void tune(int fd) {
 struct Pending {
   net::Socket sock;
   std::string from;
+  std::string from_host;  // numeric, for the per-address cap and the hosts check
   unsigned char in[kHelloBytes + kProofBytes];
   size_t got = 0;
   int rank = -1;           // claimed in its hello (trusted only after the proof)
@@ -76,6 +82,24 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
     ++hooks.rejected;
     log::warn("tcp rendezvous: closing connection from {}: {}", p.from, why);
     p.sock.close();
+  };
+  // The hosts of the ranks that may dial this one (lower ranks), where the addresses are
+  // known: anything else is refused before it costs a slot.
+  std::set<std::string> job_hosts;
+  for (int r = 0; r < cfg.rank && size_t(r) < cfg.addresses.size(); ++r) {
+    const std::string& a = cfg.addresses[size_t(r)];
+    job_hosts.insert(a.substr(0, a.rfind(' ')));
+  }
+  // Closes the oldest pending connection (of `host` when given) that has sent nothing,
+  // else the oldest one.
+  auto make_room = [&](const std::string& host) {
+    Pending* victim = nullptr;
+    for (auto& q : pending) {
+      if (!q.sock.valid() || (!host.empty() && q.from_host != host)) continue;
+      if (!victim || (q.got == 0 && victim->got > 0) || ((q.got == 0) == (victim->got == 0) && q.since < victim->since))
+        victim = &q;
+    }
+    if (victim) reject(*victim, "closed to make room for newer connections (too many not through the handshake)");
   };
   while (!hooks.done()) {
     if (Clock::now() >= deadline) {
@@ -111,14 +135,25 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
         net::Endpoint from;
         net::Socket s = net::accept_until(listener.sock.fd(), Clock::now(), &from);
         if (!s.valid()) break;
-        if (pending.size() >= kMaxPendingConnections) {
+        const std::string host = from.host();
+        if (!job_hosts.empty() && !job_hosts.count(host)) {
           ++hooks.rejected;
-          continue;  // too many unauthenticated connections: drop the newest
+          log::warn("tcp rendezvous: closing connection from {}: not an address of this job's ranks", from.str());
+          continue;
         }
+        size_t from_same = 0, live = 0;
+        for (const auto& q : pending)
+          if (q.sock.valid()) {
+            ++live;
+            from_same += q.from_host == host;
+          }
+        if (live >= kMaxPendingConnections || from_same >= kMaxPendingPerAddress)
+          make_room(live >= kMaxPendingConnections ? std::string() : host);
         net::set_nonblocking(s.fd(), true);
         Pending p;
         p.sock = std::move(s);
         p.from = from.str();
+        p.from_host = host;
         p.since = Clock::now();
         pending.push_back(std::move(p));
       }

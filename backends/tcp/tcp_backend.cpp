@@ -19,6 +19,7 @@
 #include "comm/launch/host_identity.h"
 #include "comm/launch/env.h"
 #include "comm/store/job_token.h"
+#include "comm/store/munge_secret.h"
 #include "comm/net/log.h"
 #include "comm/net/socket.h"
 
@@ -229,6 +230,25 @@ std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRen
   return meet_in_store(r.store, m, options, nullptr);
 }
 
+// srun started the ranks across hosts and nobody handed them a secret: rank 0 draws one
+// and its store hands it out as munge credentials (comm/store/munge_secret.h), which only
+// this user's processes on this cluster can read; every other rank asks for its own.
+static void agree_on_token_by_munge(const LaunchInfo& li, TcpBootstrap& b) {
+  ErrorContext ctx{li.rank, li.world_size, "tcp", "rendezvous", -1, -1};
+  if (li.rank != 0) {
+    b.job_token = fetch_job_token_by_munge(b.master_addr, b.master_port, env::rendezvous_timeout(), ctx);
+    return;
+  }
+  b.job_token = generate_job_token();
+  try {
+    b.server = std::make_shared<TcpStoreServer>(b.master_addr, b.master_port, b.job_token);
+  } catch (const net::SocketError& e) {
+    throw UsageError(ctx, std::string("rank 0 cannot serve the rendezvous store: ") + e.what() +
+                              " (is MASTER_PORT in use by another job, or MASTER_ADDR not an address of this host?)");
+  }
+  b.server->hand_out_token_by_munge();
+}
+
 std::unique_ptr<Communicator> create_tcp_world(const LaunchInfo& li, CommOptions options,
                                                const ShareFromRank0& share_from_rank0) {
   TcpBootstrap b;
@@ -242,6 +262,9 @@ std::unique_ptr<Communicator> create_tcp_world(const LaunchInfo& li, CommOptions
   // from the same environment, so all or none take part.
   if (share_from_rank0 && li.world_size > 1 && b.job_token.empty())
     b.job_token = share_from_rank0(li.rank == 0 ? generate_job_token() : std::string());
+  if (b.job_token.empty() && li.source == "slurm" && li.world_size > 1 && b.master_port != 0 &&
+      !network_exposure(b.master_addr, net::choose_listen_host(b.master_addr)).empty() && munge_usable())
+    agree_on_token_by_munge(li, b);
   if (b.master_port != 0) return create_tcp_communicator(b, options);
   if (li.world_size == 1) {
     b.server = std::make_shared<TcpStoreServer>(b.master_addr, 0, b.job_token);

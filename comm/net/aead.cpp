@@ -137,14 +137,16 @@ void AeadDirection::open(std::string_view aad, const unsigned char* in, size_t n
     if (n && EVP_DecryptUpdate(c, out, &len, in, int(n)) != 1) libcrypto_failed("open");
   } else {
     if (n && EVP_DecryptUpdate(c, nullptr, &len, in, int(n)) != 1) libcrypto_failed("open aad");
-    if (out != in) std::memcpy(out, in, n);
   }
   if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_TAG, int(kAeadTagBytes), const_cast<unsigned char*>(tag)) != 1)
     libcrypto_failed("open tag");
-  if (EVP_DecryptFinal_ex(c, out + n, &len) != 1)
+  unsigned char none[16];
+  if (EVP_DecryptFinal_ex(c, encrypt_ ? out + n : none, &len) != 1)
     throw AuthFailure("record " + std::to_string(record) + " (" + std::to_string(n) +
                       " bytes) failed its authentication check: its bytes were changed, replayed, reordered or "
                       "sealed with another key");
+  // Authenticated only: the bytes are copied out after their check, never before.
+  if (!encrypt_ && out != in) std::memcpy(out, in, n);
 }
 
 }  // namespace dpt::crypto

@@ -66,7 +66,8 @@ class AeadDirection {
   void seal(std::string_view aad, const iovec* parts, int n_parts, size_t total, unsigned char* out,
             unsigned char tag[kAeadTagBytes]);
   // Opens the next record: `out` gets the plaintext. Throws AuthFailure (the text says
-  // which record) when the tag does not match; `out` then holds bytes to be discarded.
+  // which record) when the tag does not match: when encrypting, `out` then holds bytes
+  // to be discarded; when only authenticating, `out` is untouched (checked, then copied).
   void open(std::string_view aad, const unsigned char* in, size_t n, unsigned char* out,
             const unsigned char tag[kAeadTagBytes]);
 

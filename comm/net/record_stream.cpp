@@ -151,20 +151,27 @@ ssize_t RecordReader::read_record(int fd, void* dst, size_t want) {
                               " bytes, above the limit of " + std::to_string(kMaxRecordPlain) +
                               ": the stream was changed or is not from this job");
   const unsigned char* body = rec + kRecordHeaderBytes;
-  // Opened into our own buffer, never the caller's: bytes reach the caller only once
-  // their record passed its check (a receive into the model's parameters must not see
-  // a tampered byte even when the operation then fails).
-  plain_.resize(len);
-  plain_pos_ = 0;
+  // Only checked bytes reach the caller (a receive into the model's parameters must not
+  // see a tampered byte even when the operation then fails): an encrypted record is opened
+  // into our own buffer and copied out; an authenticated-only one is checked in place and
+  // then copied straight to the caller when it fits.
+  const bool direct = !aead_.encrypting() && len <= want;
+  if (!direct) {
+    plain_.resize(len);
+    plain_pos_ = 0;
+  }
   try {
-    aead_.open(as_view(rec, kRecordHeaderBytes), body, len, plain_.data(), body + len);
+    aead_.open(as_view(rec, kRecordHeaderBytes), body, len, direct ? static_cast<unsigned char*>(dst) : plain_.data(),
+               body + len);
   } catch (...) {
     plain_.clear();
+    plain_pos_ = 0;
     throw;
   }
   in_begin_ += kRecordOverhead + len;
   if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
   if (len == 0) return kEmptyRecord;  // never sealed by a writer; skipped, not an end of stream
+  if (direct) return static_cast<ssize_t>(len);
   const size_t n = std::min(want, len);
   std::memcpy(dst, plain_.data(), n);
   plain_pos_ = n;

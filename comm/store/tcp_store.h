@@ -34,12 +34,20 @@ class TcpStoreServer {
   // and logs: a port scanner or a stray HTTP client shows up here).
   int64_t rejected_connections() const;
   int64_t num_keys() const;
+  // From now on a client may ask for the token as a munge credential (the bootstrap of
+  // tcp_store_protocol.h): rank 0 of a Slurm job that nobody handed a secret.
+  void hand_out_token_by_munge();
 
   struct Impl;
 
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The token of a store whose server hands it out by munge (TcpStoreServer::
+// hand_out_token_by_munge), asked for until `timeout` (the server may not listen yet).
+// Throws PeerError / TimeoutError naming the store and munge's message.
+std::string fetch_job_token_by_munge(const std::string& host, int port, Millis timeout, const ErrorContext& ctx);
 
 // A Store backed by a TcpStoreServer. Thread-safe (calls are serialized on one
 // connection). Connects lazily with retry, so a client may start before the server.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "comm/net/secure_session.h"
+#include "comm/store/munge_secret.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_protocol.h"
 #include "comm/store/tcp_store_request.h"
@@ -39,6 +40,42 @@ void check_key(const std::string& key) {
                                 std::to_string(kMaxKeyBytes));
 }
 }  // namespace
+
+std::string fetch_job_token_by_munge(const std::string& host, int port, Millis timeout, const ErrorContext& ctx) {
+  const std::string what = "store server " + host + ":" + std::to_string(port);
+  const auto deadline = Clock::now() + timeout;
+  std::string cred;
+  try {
+    net::Socket s = net::connect_with_retry(host, port, deadline);
+    AuthHello mine;
+    mine.nonce = crypto::random_nonce();
+    mine.munge_bootstrap = true;
+    const std::string hello = encode_auth_hello(mine);
+    net::send_all(s.fd(), hello.data(), hello.size(), deadline, what);
+    char len_bytes[4];
+    net::recv_all(s.fd(), len_bytes, sizeof len_bytes, deadline, what);
+    const uint32_t len = wire::load_u32(len_bytes);
+    if (len == 0 || len > kMaxCredentialBytes)
+      throw net::SocketError(what + " answered with a credential of " + std::to_string(len) + " bytes");
+    cred.resize(len);
+    net::recv_all(s.fd(), cred.data(), cred.size(), deadline, what);
+  } catch (const net::SocketTimeout& e) {
+    throw TimeoutError(ctx, std::string("asking rank 0's store for the job token (munge): ") + e.what());
+  } catch (const net::SocketError& e) {
+    throw PeerError(ctx, std::string("asking rank 0's store for the job token (munge): ") + e.what() +
+                             " (is rank 0 running, as a Slurm job without COMM_JOB_TOKEN?)");
+  }
+  std::string token;
+  try {
+    token = munge_open(cred);
+  } catch (const std::exception& e) {
+    throw PeerError(ctx, std::string("the job token from ") + what + " did not decode: " + e.what() +
+                             " (rank 0 of another user or cluster, or munged not running on this host?)");
+  }
+  if (token.size() < kMinJobTokenBytes)
+    throw PeerError(ctx, "the job token from " + what + " is " + std::to_string(token.size()) + " bytes long");
+  return token;
+}
 
 TcpStoreClient::TcpStoreClient(std::string host, int port, Millis timeout, ErrorContext ctx, std::string token)
     : host_(std::move(host)), port_(port), token_(std::move(token)), timeout_(timeout), ctx_(std::move(ctx)) {}

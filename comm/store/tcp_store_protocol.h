@@ -8,13 +8,18 @@
 //   auth    - the handshake every connection completes before its first message
 //             (comm/store/job_token.h defines token, transcript and proof):
 //               client -> server  hello: u32 magic "DPTA" | u32 kAuthVersion | nonce[32]
-//                                 | u8 encrypt | u8 cipher | u16 0
+//                                 | u8 encrypt | u8 cipher | u8 bootstrap | u8 0
 //               server -> client  hello of the same form, its own nonce
 //               client -> server  proof("dpt-store-client", client hello || server hello)
 //               server -> client  proof("dpt-store-server", same transcript)
 //             The client proves first: the server shows nothing computed from the token
 //             to a client that has not, so a recorded exchange gives no offline test of
 //             a guessed token to anyone who does not know it already.
+//   bootstrap - a hello with bootstrap = 1 asks a Slurm job's store (one that
+//             hand_out_token_by_munge() was called on) for the token as a munge
+//             credential (comm/store/munge_secret.h): the reply is u32 length |
+//             credential, and the server closes the connection. Nothing else is answered
+//             on it; another store refuses the request.
 //   records - after the proofs, every message both ways travels in records
 //             (comm/net/record_stream.h): keys per direction from HKDF(token, transcript,
 //             kClientKeyLabel / kServerKeyLabel), encrypted when either hello asked
@@ -46,6 +51,7 @@ inline constexpr uint32_t kAuthMagic = 0x41545044;  // "DPTA"
 inline constexpr uint32_t kAuthVersion = 2;  // 2: the client proves first; records follow
 inline constexpr uint32_t kAuthHelloBytes = 8 + 32 + 4;  // magic, version, nonce, encrypt, cipher, 0
 inline constexpr uint32_t kAuthProofBytes = 32;
+inline constexpr uint32_t kMaxCredentialBytes = 64 * 1024;  // a munge credential's text
 inline constexpr const char* kServerProofLabel = "dpt-store-server";
 inline constexpr const char* kClientProofLabel = "dpt-store-client";
 inline constexpr const char* kClientKeyLabel = "dpt-store-key client->server";

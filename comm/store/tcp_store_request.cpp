@@ -18,7 +18,7 @@ Scan scan_auth_hello(std::string_view in) {
     if (wire::load_u32(in.data() + 4) != kAuthVersion) {
       s.kind = Scan::reject;
       s.reason = "unsupported handshake version (another version of dpt?)";
-    } else if (flag > 1 || (cipher != 1 && cipher != 2) || in[42] != 0 || in[43] != 0) {
+    } else if (flag > 1 || (cipher != 1 && cipher != 2) || static_cast<unsigned char>(in[42]) > 1 || in[43] != 0) {
       s.kind = Scan::reject;
       s.reason = "malformed handshake (encryption flag or cipher)";
     } else {
@@ -36,7 +36,8 @@ std::string encode_auth_hello(const AuthHello& h) {
   out.append(reinterpret_cast<const char*>(h.nonce.data()), h.nonce.size());
   out.push_back(h.encrypt ? 1 : 0);
   out.push_back(static_cast<char>(h.cipher));
-  out.append(2, '\0');
+  out.push_back(h.munge_bootstrap ? 1 : 0);
+  out.push_back('\0');
   return out;
 }
 
@@ -45,6 +46,7 @@ AuthHello decode_auth_hello(std::string_view in) {
   std::memcpy(h.nonce.data(), in.data() + 8, h.nonce.size());
   h.encrypt = in[40] == 1;
   h.cipher = static_cast<uint8_t>(in[41]);
+  h.munge_bootstrap = in[42] == 1;
   return h;
 }
 

@@ -39,6 +39,7 @@ struct AuthHello {
   crypto::Nonce nonce{};
   bool encrypt = true;
   uint8_t cipher = 1;  // crypto::Cipher
+  bool munge_bootstrap = false;  // client: asks for the token as a munge credential
 };
 std::string encode_auth_hello(const AuthHello& h);
 AuthHello decode_auth_hello(std::string_view input);

@@ -36,6 +36,7 @@
 
 #include "comm/net/secure_session.h"
 #include "comm/store/job_token.h"
+#include "comm/store/munge_secret.h"
 #include "comm/net/log.h"
 #include "comm/store/tcp_store.h"
 #include "comm/store/tcp_store_protocol.h"
@@ -53,6 +54,7 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kMaxOutBytes = 64u << 20;  // a client that never reads its replies is dropped
 constexpr size_t kMaxClients = 4096;
 constexpr auto kAuthTimeout = std::chrono::seconds(10);
+constexpr size_t kMaxCredentials = 65536;       // munge credentials one server mints
 constexpr size_t kMaxParkedBytes = 256u << 20;  // keys of all parked get/wait requests together
 
 size_t limit_from_env(const char* name, size_t fallback) {
@@ -91,6 +93,7 @@ struct Client {
   crypto::Cipher cipher = crypto::Cipher::aes256_gcm;
   std::unique_ptr<net::RecordChannel> rec;  // once authenticated
   Clock::time_point since;  // accepted at
+  bool close_when_sent = false;  // a bootstrap's credential: the connection ends with it
 };
 
 struct Waiter {
@@ -111,6 +114,8 @@ struct TcpStoreServer::Impl {
   std::atomic<int64_t> rejected{0};
   std::atomic<int64_t> key_count{0};
   std::string token;
+  std::atomic<bool> munge_bootstrap{false};
+  size_t credentials_given = 0;
   size_t max_keys = limit_from_env("COMM_STORE_MAX_KEYS", size_t{1} << 20);
   size_t max_bytes = limit_from_env("COMM_STORE_MAX_BYTES", size_t{1} << 30);
   size_t data_bytes = 0;    // keys and values stored
@@ -130,6 +135,7 @@ struct TcpStoreServer::Impl {
   bool write_client(Client& c);               // false: drop the client
   bool parse_requests(uint64_t id, Client& c);
   bool authenticate(Client& c);  // false: drop the client
+  bool hand_out_credential(Client& c);  // a bootstrap hello (munge_secret.h)
   void drop_unauthenticated();
   void handle(uint64_t id, Client& c, StoreRequest req);  // req is validated already
   void send_reply(Client& c, const std::string& body) {
@@ -178,6 +184,7 @@ int TcpStoreServer::port() const { return impl_->listener.port(); }
 std::string TcpStoreServer::host() const { return impl_->listener.bound.host(); }
 int64_t TcpStoreServer::rejected_connections() const { return impl_->rejected.load(); }
 int64_t TcpStoreServer::num_keys() const { return impl_->key_count.load(); }
+void TcpStoreServer::hand_out_token_by_munge() { impl_->munge_bootstrap = true; }
 
 int TcpStoreServer::Impl::poll_timeout_ms() const {
   if (waiters.empty()) return 1000;
@@ -219,6 +226,7 @@ void TcpStoreServer::Impl::run() {
         bool ok = true;
         if (re & (POLLIN | POLLHUP | POLLERR)) ok = read_client(it->first, it->second);
         if (ok && (re & POLLOUT)) ok = write_client(it->second);
+        if (ok && it->second.close_when_sent && it->second.out_pos == it->second.out.size()) ok = false;
         if (!ok) drop_client(ids[i]);
       }
       if (fds[0].revents & POLLIN) {
@@ -233,7 +241,11 @@ void TcpStoreServer::Impl::run() {
     // Replies produced for other clients (a set waking waiters) are flushed eagerly.
     for (auto it = clients.begin(); it != clients.end();) {
       auto next = std::next(it);
-      if (it->second.out_pos < it->second.out.size() && !write_client(it->second)) drop_client(it->first);
+      if (it->second.out_pos < it->second.out.size() && !write_client(it->second)) {
+        drop_client(it->first);
+      } else if (it->second.close_when_sent && it->second.out_pos == it->second.out.size()) {
+        drop_client(it->first);  // its credential is out
+      }
       it = next;
     }
   }
@@ -326,6 +338,7 @@ bool TcpStoreServer::Impl::authenticate(Client& c) {
     if (hello.kind == Scan::reject) return reject(hello.reason.c_str());
     if (hello.kind == Scan::need_more) return true;
     const AuthHello theirs = decode_auth_hello(c.in);
+    if (theirs.munge_bootstrap) return hand_out_credential(c);
     c.transcript = c.in.substr(0, kAuthHelloBytes);
     c.in.erase(0, kAuthHelloBytes);
     AuthHello mine;
@@ -353,6 +366,30 @@ bool TcpStoreServer::Impl::authenticate(Client& c) {
     c.transcript.clear();
     c.auth = Auth::done;
   }
+  return true;
+}
+
+bool TcpStoreServer::Impl::hand_out_credential(Client& c) {
+  auto reject = [&](const std::string& why) {
+    ++rejected;
+    log::warn("store server: closing connection from {}: {}", c.peer, why);
+    return false;
+  };
+  if (!munge_bootstrap.load()) return reject("asks for the token by munge, but this store hands none out");
+  // Each credential costs a munge call (milliseconds): a job needs one per rank.
+  if (credentials_given >= kMaxCredentials) return reject("asks for a munge credential beyond this store's limit");
+  std::string cred;
+  try {
+    cred = munge_seal(token);
+  } catch (const std::exception& e) {
+    return reject(std::string("could not mint a munge credential: ") + e.what());
+  }
+  ++credentials_given;
+  c.in.clear();
+  wire::put_u32(c.out, static_cast<uint32_t>(cred.size()));
+  c.out += cred;
+  c.parked = true;  // read nothing more from it
+  c.close_when_sent = true;
   return true;
 }
 

@@ -300,3 +300,41 @@ TEST_CASE("mesh: ranks with different tokens fail with a clear error that shows 
     CHECK(e.find(kWrongToken) == std::string::npos);
   }
 }
+
+TEST_CASE("mesh: 300 idle connections held against a rank do not keep a real rank out") {
+  // Before: past 256 connections not through the handshake, the newest was dropped: the
+  // real rank's dial, once the idle ones filled the slots.
+  TcpStoreServer server("127.0.0.1", 0, kToken);
+  TcpStoreClient s0("127.0.0.1", server.port(), 10000ms, {}, kToken);
+  TcpStoreClient s1("127.0.0.1", server.port(), 10000ms, {}, kToken);
+  TcpStoreClient spy("127.0.0.1", server.port(), 10000ms, {}, kToken);
+  std::atomic<bool> open{false};
+  GatedStore gated(s0, open);
+  tcp::Mesh m0, m1;
+  std::string e0, e1;
+  std::thread r0([&] {
+    try {
+      m0 = tcp::build_mesh(gated, mesh_config(0, kToken, 10000ms));
+    } catch (const std::exception& e) {
+      e0 = e.what();
+    }
+  });
+  std::thread r1([&] {
+    try {
+      m1 = tcp::build_mesh(s1, mesh_config(1, kToken, 10000ms));
+    } catch (const std::exception& e) {
+      e1 = e.what();
+    }
+  });
+  const std::string addr = spy.get("tcp/0/addr/1", 5000ms);
+  std::vector<net::Socket> idle;
+  for (int i = 0; i < 300; ++i) idle.push_back(raw_connect(std::stoi(addr.substr(addr.rfind(' ') + 1))));
+  std::this_thread::sleep_for(300ms);  // rank 1 has accepted them all
+  open = true;
+  r0.join();
+  r1.join();
+  INFO("rank 0: " << e0 << "\nrank 1: " << e1);
+  CHECK(m0.peers[1].valid());
+  CHECK(m1.peers[0].valid());
+  CHECK(m1.rejected_connections >= 300 - 64);  // idle ones made room
+}
