@@ -8,9 +8,11 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev catch2 libopenblas-dev
       libboost-program-options-dev nlohmann-json3-dev zlib1g-dev libfmt-dev
       dataset-fashion-mnist fortunes gnuplot-nox libgloo-dev iproute2 procps time libssl-dev libdnnl-dev
-      clang libclang-rt-14-dev libicu-dev python3-numpy python3-dev python3-venv
+      clang libclang-rt-14-dev libicu-dev python3-numpy python3-dev python3-venv python3-cryptography
       slurmd slurmctld slurm-client munge chromium tcpdump)
 # Chromium: tools.run_report renders the HTML run report headless.
+# python3-cryptography: the tests' own Python client of the store (tests/train/elastic/
+# store_probe.py) speaks its records with AES-GCM and HKDF.
 # tcpdump: reliability.records_on_the_wire captures an allreduce between emulated hosts.
 # Slurm and munge: the slurm.* tests start their own controller and slurmd's on emulated
 # hosts (bench/slurm_cluster.sh); nothing of the system's own Slurm is configured or used.

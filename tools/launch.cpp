@@ -27,6 +27,7 @@
 #include "comm/launch/env.h"
 #include "comm/net/shm_names.h"
 #include "comm/store/job_token.h"
+#include "comm/store/munge_secret.h"
 #include "tools/launch/cpu_binding.h"
 #include "tools/launch/elastic_role.h"
 #include "tools/launch/job.h"
@@ -42,7 +43,14 @@ bool ensure_job_token(const Options& o) {
   try {
     if (!dpt::job_token_from_env().empty()) return true;
     if (o.nnodes > 1) {
-      say("--nnodes " + std::to_string(o.nnodes) + ": set COMM_JOB_TOKEN to the same secret on every node");
+      // Each node's launch is started on its own: no channel carries a secret between
+      // them, except munge where the cluster runs it (comm/store/munge_secret.h).
+      if (!o.elastic && dpt::munge_works()) {
+        ::setenv(dpt::kTokenByMunge, "1", 1);
+        return true;
+      }
+      say("--nnodes " + std::to_string(o.nnodes) + ": set COMM_JOB_TOKEN to the same secret on every node " +
+          "(`openssl rand -hex 32`; munge, which would carry one, is not running here)");
       return false;
     }
     ::setenv(dpt::env::kJobToken, dpt::generate_job_token().c_str(), 1);

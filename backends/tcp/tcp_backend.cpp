@@ -230,7 +230,8 @@ std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRen
   return meet_in_store(r.store, m, options, nullptr);
 }
 
-// srun started the ranks across hosts and nobody handed them a secret: rank 0 draws one
+// srun (or launch --nnodes, which asked by COMM_JOB_TOKEN_BY_MUNGE) started the ranks
+// across hosts and nobody handed them a secret: rank 0 draws one
 // and its store hands it out as munge credentials (comm/store/munge_secret.h), which only
 // this user's processes on this cluster can read; every other rank asks for its own.
 static void agree_on_token_by_munge(const LaunchInfo& li, TcpBootstrap& b) {
@@ -262,8 +263,10 @@ std::unique_ptr<Communicator> create_tcp_world(const LaunchInfo& li, CommOptions
   // from the same environment, so all or none take part.
   if (share_from_rank0 && li.world_size > 1 && b.job_token.empty())
     b.job_token = share_from_rank0(li.rank == 0 ? generate_job_token() : std::string());
-  if (b.job_token.empty() && li.source == "slurm" && li.world_size > 1 && b.master_port != 0 &&
-      !network_exposure(b.master_addr, net::choose_listen_host(b.master_addr)).empty() && munge_usable())
+  if (b.job_token.empty() && li.world_size > 1 && b.master_port != 0 &&
+      ((li.source == "slurm" && munge_usable() &&
+        !network_exposure(b.master_addr, net::choose_listen_host(b.master_addr)).empty()) ||
+       token_by_munge_asked()))
     agree_on_token_by_munge(li, b);
   if (b.master_port != 0) return create_tcp_communicator(b, options);
   if (li.world_size == 1) {

@@ -69,6 +69,11 @@ const std::vector<Knob>& declared_knobs() {
       {"COMM_TCP_CIPHER", "",
        "tcp backend and store: aes-256-gcm or chacha20-poly1305 (default: AES-GCM where the CPU has AES and "
        "carry-less multiply instructions, else ChaCha20-Poly1305)"},
+      {"COMM_MUNGE_SOCKET", "",
+       "munged's socket for the job token by munge (default: AuthInfo's socket= in $SLURM_CONF, else munge's own)"},
+      {"COMM_JOB_TOKEN_BY_MUNGE", "0",
+       "set by build/bin/launch --nnodes for its ranks where munge works and COMM_JOB_TOKEN is unset: 1 = rank 0 draws "
+       "the token and its store hands it out as munge credentials"},
       {"COMM_STORE_MAX_KEYS", "1048576", "tcp store: most keys it holds; a set beyond is refused"},
       {"COMM_STORE_MAX_BYTES", "1073741824", "tcp store: most bytes of keys and values it holds; a set beyond is refused"},
       {kDebugCollectives, "0",

@@ -32,8 +32,9 @@ bool on_path(const std::string& cmd) {
   return false;
 }
 
-// AuthInfo=...socket=PATH... of slurm.conf, or "".
+// COMM_MUNGE_SOCKET, else AuthInfo=...socket=PATH... of slurm.conf, else "".
 std::string munge_socket() {
+  if (const char* s = std::getenv("COMM_MUNGE_SOCKET"); s && *s) return s;
   const char* conf = std::getenv("SLURM_CONF");
   std::ifstream in(conf && *conf ? conf : "/etc/slurm/slurm.conf");
   std::string line;
@@ -121,6 +122,20 @@ std::vector<std::string> with_socket(std::vector<std::string> argv) {
 bool munge_usable() {
   const char* job = std::getenv("SLURM_JOB_ID");
   return job && *job && on_path("munge") && on_path("unmunge");
+}
+
+bool munge_works() {
+  if (!on_path("munge") || !on_path("unmunge")) return false;
+  try {
+    return munge_open(munge_seal("dpt")) == "dpt";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool token_by_munge_asked() {
+  const char* v = std::getenv(kTokenByMunge);
+  return v && std::string(v) == "1";
 }
 
 std::string munge_seal(const std::string& payload) {

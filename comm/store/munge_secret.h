@@ -10,17 +10,25 @@
 //                credential decodes once per host (munged keeps a replay cache), so one is
 //                minted per request. A credential may therefore travel in the open: through
 //                the store's unauthenticated bootstrap request, or PyTorch's store.
-//   socket     - munged's socket: AuthInfo's "socket=" in slurm.conf ($SLURM_CONF, else
-//                /etc/slurm/slurm.conf) where set (Slurm then talks to that munged), else
-//                munge's default.
+//   socket     - munged's socket: COMM_MUNGE_SOCKET, else AuthInfo's "socket=" in
+//                slurm.conf ($SLURM_CONF, else /etc/slurm/slurm.conf) where set (Slurm then
+//                talks to that munged), else munge's default.
+//   asked      - build/bin/launch --nnodes without COMM_JOB_TOKEN, where munge works, sets
+//                COMM_JOB_TOKEN_BY_MUNGE=1 for its ranks: they agree on a token as srun's do.
 // The munge and unmunge commands do the work (no library to link: a machine without
 // Slurm builds and runs dpt the same).
 #include <string>
 
 namespace dpt {
 
+inline constexpr const char* kTokenByMunge = "COMM_JOB_TOKEN_BY_MUNGE";
+
 // Under Slurm (SLURM_JOB_ID set) with the munge and unmunge commands on PATH.
 bool munge_usable();
+// munge and unmunge on PATH and munged answering (a credential round trip).
+bool munge_works();
+// COMM_JOB_TOKEN_BY_MUNGE=1 (launch asked its ranks to agree on a token by munge).
+bool token_by_munge_asked();
 // A credential carrying `payload`, decodable by this uid only. Throws std::runtime_error
 // with munge's own message (munged not running, say).
 std::string munge_seal(const std::string& payload);

@@ -4,8 +4,9 @@
 // Terms:
 //   input  - the fuzzer's bytes, read two ways: as a stream of frames from byte 0 (header,
 //            `length` payload bytes, next header, ... as the progress engine reads them),
-//            and as the connecting rank reads a handshake: its own hello in bytes
-//            [0, 64), the peer's ack in [64, 128) and the peer's proof in [128, 160).
+//            as the connecting rank reads a handshake: its own hello in bytes
+//            [0, 72), the peer's ack in [72, 144) and the peer's proof in [144, 176),
+//            and as a record stream (comm/net/record_stream.h) arriving on a connection.
 //   token  - fuzz::kToken, fixed; the seeds carry proofs made with it.
 // Checks, for every input:
 //   - decode_header/decode_hello throw FrameError or return a value that
@@ -15,6 +16,8 @@
 //   - check_handshake_proof accepts a proof exactly when it equals HMAC-SHA256(token,
 //     label || hello || ack) computed here, and never under the other role's label or a
 //     different token;
+//   - a record reader fed the input hands out no byte (nobody without the key can make a
+//     record that passes its check) and stops with AuthFailure or at the stream's end;
 //   - no read past the input (ASan: libFuzzer's buffer is exactly the input), no undefined
 //     behaviour (UBSan), no exception other than FrameError.
 #include <cstddef>
@@ -23,7 +26,11 @@
 #include <string>
 #include <string_view>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "backends/tcp/frame.h"
+#include "comm/net/record_stream.h"
 #include "comm/store/job_token.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -94,10 +101,31 @@ void check_proof(const unsigned char* data) {
   FUZZ_CHECK(!(accepted_as[0] && accepted_as[1]), "a proof is not accepted under both role labels");
 }
 
+void read_as_records(const uint8_t* data, size_t size) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return;
+  // At most libFuzzer's input size (4096 by default): it fits the pair's buffer.
+  const ssize_t w = ::write(sv[0], data, size);
+  ::close(sv[0]);
+  if (w == static_cast<ssize_t>(size)) {
+    crypto::DirectionKey key;  // a fixed key the input cannot know a tag for
+    net::RecordReader reader(size % 2 ? crypto::Cipher::aes256_gcm : crypto::Cipher::chacha20_poly1305, key,
+                             size % 4 < 2);
+    char out[8192];
+    try {
+      const ssize_t n = reader.read(sv[1], out, sizeof out);
+      FUZZ_CHECK(n <= 0, "bytes without a valid tag were handed out as a record's");
+    } catch (const crypto::AuthFailure&) {
+    }
+  }
+  ::close(sv[1]);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   walk_frames(data, size);
+  read_as_records(data, size);
   if (size >= kHelloBytes) {
     const bool hello_ok = decodes_as_hello(data);
     const bool ack_ok = size >= 2 * kHelloBytes && decodes_as_hello(data + kHelloBytes);
