@@ -34,6 +34,8 @@ class TcpStoreServer {
   // and logs: a port scanner or a stray HTTP client shows up here).
   int64_t rejected_connections() const;
   int64_t num_keys() const;
+  // Keys some parked get/wait is filed under (for tests: a finished wait leaves none).
+  int64_t watched_keys() const;
   // From now on a client may ask for the token as a munge credential (the bootstrap of
   // tcp_store_protocol.h): rank 0 of a Slurm job that nobody handed a secret.
   void hand_out_token_by_munge();

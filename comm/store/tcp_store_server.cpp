@@ -113,6 +113,7 @@ struct TcpStoreServer::Impl {
   std::atomic<bool> stop{false};
   std::atomic<int64_t> rejected{0};
   std::atomic<int64_t> key_count{0};
+  std::atomic<int64_t> watched{0};
   std::string token;
   std::atomic<bool> munge_bootstrap{false};
   size_t credentials_given = 0;
@@ -185,6 +186,7 @@ std::string TcpStoreServer::host() const { return impl_->listener.bound.host(); 
 int64_t TcpStoreServer::rejected_connections() const { return impl_->rejected.load(); }
 int64_t TcpStoreServer::num_keys() const { return impl_->key_count.load(); }
 void TcpStoreServer::hand_out_token_by_munge() { impl_->munge_bootstrap = true; }
+int64_t TcpStoreServer::watched_keys() const { return impl_->watched.load(); }
 
 int TcpStoreServer::Impl::poll_timeout_ms() const {
   if (waiters.empty()) return 1000;
@@ -238,6 +240,7 @@ void TcpStoreServer::Impl::run() {
     expire_waiters();
     drop_unauthenticated();
     pump();
+    watched = static_cast<int64_t>(watchers.size());
     // Replies produced for other clients (a set waking waiters) are flushed eagerly.
     for (auto it = clients.begin(); it != clients.end();) {
       auto next = std::next(it);

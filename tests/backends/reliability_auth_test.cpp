@@ -338,3 +338,29 @@ TEST_CASE("mesh: 300 idle connections held against a rank do not keep a real ran
   CHECK(m1.peers[0].valid());
   CHECK(m1.rejected_connections >= 300 - 64);  // idle ones made room
 }
+
+TEST_CASE("job token: weak tokens are refused; a job reachable from other hosts does not run open") {
+  // The estimate: length x Shannon entropy of the characters.
+  CHECK(token_entropy_bits(std::string(40, 'a')) == 0);
+  CHECK(token_entropy_bits("abababababababababababab") == Approx(24));
+  CHECK(token_entropy_bits(generate_job_token()) > 200);
+  ::setenv("COMM_JOB_TOKEN", "0000000000000000000001", 1);  // 22 characters, ~4 bits
+  CHECK_THROWS_WITH(job_token_from_env(), Catch::Contains("bits of entropy") && !Catch::Contains("00000001"));
+  ::setenv("COMM_JOB_TOKEN", kToken.c_str(), 1);
+  CHECK(job_token_from_env() == kToken);
+  ::unsetenv("COMM_JOB_TOKEN");
+
+  CHECK(network_exposure("127.0.0.1", "127.0.0.1").empty());
+  CHECK(network_exposure("10.0.0.1", "127.0.0.1") == "MASTER_ADDR 10.0.0.1 is not a loopback address");
+  CHECK(network_exposure("127.0.0.1", "192.0.2.7").find("listen on 192.0.2.7") != std::string::npos);
+  const std::string exposed = network_exposure("10.0.0.1", "10.0.0.1");
+  CHECK(open_job_refusal(kToken, exposed).empty());  // a secret: fine
+  CHECK(open_job_refusal("", "").empty());           // loopback only: may run (with a warning)
+  const std::string refusal = open_job_refusal("", exposed);
+  CHECK(refusal.find("refusing to run open") != std::string::npos);
+  CHECK(refusal.find("COMM_RUN_OPEN=1") != std::string::npos);
+  CHECK(refusal.find("MASTER_ADDR 10.0.0.1") != std::string::npos);
+  ::setenv("COMM_RUN_OPEN", "1", 1);
+  CHECK(open_job_refusal("", exposed).empty());  // opted out by name
+  ::unsetenv("COMM_RUN_OPEN");
+}
