@@ -78,8 +78,8 @@ void warn_if_no_job_token(const std::string& token) {
   static std::atomic<bool> warned{false};
   if (!token.empty() || warned.exchange(true)) return;
   log::warn("{} is not set and no launcher provided one: tcp connections are authenticated with an empty "
-            "token, so any process that can reach this job's ports can join it (use tools/launch or mpirun, "
-            "or set {})",
+            "token, so any process that can reach this job's ports can join it (use build/bin/launch, mpirun "
+            "or srun, or set {})",
             env::kJobToken, env::kJobToken);
 }
 

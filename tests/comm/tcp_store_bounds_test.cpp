@@ -8,10 +8,14 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
+#include <atomic>
 
 #include "comm/error.h"
 #include "comm/net/record_stream.h"
@@ -136,4 +140,44 @@ TEST_CASE("store bounds: write-once keys and the caps on keys and bytes refuse b
   for (int i = 0; i < 5; ++i) c.set("k" + std::to_string(i), "v");
   CHECK_THROWS_WITH(c.set("one-too-many", "v"), Catch::Contains("COMM_STORE_MAX_KEYS=8"));
   CHECK(c.get("tcp/3/addr/1", 1000ms) == "10.0.0.2 4000");
+}
+
+// A benchmark command, not part of the suite (docs/security.md):
+//   build/bin/tcp_store_test "[million]"
+// A million waits on keys never set, pipelined by 250 clients of 4000 each (one client's
+// waits are answered one after the other, at the server's millisecond timer), then the
+// server's peak memory and what it still watches.
+TEST_CASE("store bounds: a million pipelined waits on keys never set", "[.][million]") {
+  TcpStoreServer server("127.0.0.1", 0, "");
+  const double before = peak_rss_mib();
+  constexpr int kClients = 250, kEach = 4000;
+  std::atomic<long> answered{0};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> clients;
+  for (int k = 0; k < kClients; ++k)
+    clients.emplace_back([&, k] {
+      RawClient c(server.port());
+      for (int i = 0; i < kEach; ++i) {
+        const std::string msg = store_proto::store_message(store_proto::encode_store_request(
+            store_proto::StoreRequest::wait({"never/" + std::to_string(k) + "/" + std::to_string(i)}, 0)));
+        c.rec->writer.seal(msg.data(), msg.size());
+      }
+      c.rec->writer.write_all(c.sock.fd(), Clock::now() + 600s, "store");
+      char header[8];
+      for (int i = 0; i < kEach; ++i) {
+        c.rec->reader.read_all(c.sock.fd(), header, 8, Clock::now() + 600s, "store");
+        uint32_t len;
+        std::memcpy(&len, header + 4, 4);
+        std::string body(len, '\0');
+        c.rec->reader.read_all(c.sock.fd(), body.data(), len, Clock::now() + 600s, "store");
+        ++answered;
+      }
+    });
+  for (auto& t : clients) t.join();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("%ld waits on keys never set answered in %.1f s (%.0f/s); the server's peak grew %.1f MiB; "
+              "keys still watched: %lld\n",
+              answered.load(), s, answered.load() / s, peak_rss_mib() - before, (long long)server.watched_keys());
+  CHECK(answered.load() == long(kClients) * kEach);
+  CHECK(server.watched_keys() == 0);
 }
