@@ -45,7 +45,9 @@ bool ensure_job_token(const Options& o) {
     if (o.nnodes > 1) {
       // Each node's launch is started on its own: no channel carries a secret between
       // them, except munge where the cluster runs it (comm/store/munge_secret.h).
-      if (!o.elastic && dpt::munge_works()) {
+      // Plain jobs: the ranks agree on it (COMM_JOB_TOKEN_BY_MUNGE); elastic ones: the
+      // launchers do, through node 0's store (ElasticRole), before any rank starts.
+      if (dpt::munge_works()) {
         ::setenv(dpt::kTokenByMunge, "1", 1);
         return true;
       }

@@ -3,6 +3,7 @@
 // still missing; the client waits a little longer than that for the reply so the
 // server's answer, with its list of missing keys, is what the user sees.
 #include <algorithm>
+#include <thread>
 
 #include "comm/net/secure_session.h"
 #include "comm/store/munge_secret.h"
@@ -46,19 +47,30 @@ std::string fetch_job_token_by_munge(const std::string& host, int port, Millis t
   const auto deadline = Clock::now() + timeout;
   std::string cred;
   try {
-    net::Socket s = net::connect_with_retry(host, port, deadline);
-    AuthHello mine;
-    mine.nonce = crypto::random_nonce();
-    mine.munge_bootstrap = true;
-    const std::string hello = encode_auth_hello(mine);
-    net::send_all(s.fd(), hello.data(), hello.size(), deadline, what);
-    char len_bytes[4];
-    net::recv_all(s.fd(), len_bytes, sizeof len_bytes, deadline, what);
-    const uint32_t len = wire::load_u32(len_bytes);
-    if (len == 0 || len > kMaxCredentialBytes)
-      throw net::SocketError(what + " answered with a credential of " + std::to_string(len) + " bytes");
-    cred.resize(len);
-    net::recv_all(s.fd(), cred.data(), cred.size(), deadline, what);
+    for (;;) {
+      net::Socket s = net::connect_with_retry(host, port, deadline);
+      AuthHello mine;
+      mine.nonce = crypto::random_nonce();
+      mine.munge_bootstrap = true;
+      const std::string hello = encode_auth_hello(mine);
+      net::send_all(s.fd(), hello.data(), hello.size(), deadline, what);
+      char len_bytes[4];
+      try {
+        net::recv_all(s.fd(), len_bytes, sizeof len_bytes, deadline, what);
+      } catch (const net::SocketClosed&) {
+        // Refused: the store was up before its owner said it hands out credentials (or it
+        // could not mint one). Asked again until the deadline, as a refused connect is.
+        if (Clock::now() + Millis(200) >= deadline) throw;
+        std::this_thread::sleep_for(Millis(200));
+        continue;
+      }
+      const uint32_t len = wire::load_u32(len_bytes);
+      if (len == 0 || len > kMaxCredentialBytes)
+        throw net::SocketError(what + " answered with a credential of " + std::to_string(len) + " bytes");
+      cred.resize(len);
+      net::recv_all(s.fd(), cred.data(), cred.size(), deadline, what);
+      break;
+    }
   } catch (const net::SocketTimeout& e) {
     throw TimeoutError(ctx, std::string("asking rank 0's store for the job token (munge): ") + e.what());
   } catch (const net::SocketError& e) {

@@ -9,8 +9,8 @@
 #   3. an intruder on a third host that knows the job's address but not its secret can
 #      neither read the store nor join as a rank: rank 0's store refuses it, it fails with
 #      the token check, and the real job completes;
-#   4. launch --nnodes across the hosts with nothing set by the user: with munge (as on
-#      every Slurm cluster) the ranks get their token by it and run, authenticated.
+#   4. launch --nnodes (plain and --elastic) across the hosts with nothing set by the user:
+#      with munge (as on every Slurm cluster) the token comes by it and the job runs.
 # Exit 77 where namespaces, tcpdump or munged are missing.
 set -u
 repo=$1 build=$2
@@ -106,6 +106,18 @@ if command -v munged >/dev/null; then
   grep -q "correct" "$work/launch.h1" || { cat "$work/launch.h1"; fail "launch --nnodes: no correct allreduce"; }
   ! grep -qi "running open\|empty token" "$work/launch.h0" "$work/launch.h1" || fail "launch --nnodes ran open"
   echo "ok   launch --nnodes 2 across 2 hosts, nothing set: the token by munge, allreduce correct"
+  # The elastic launchers agree on it themselves (node 0's store hands it to node 1's).
+  port=$((port + 1))
+  pids=()
+  for i in 0 1; do
+    cluster_exec $i env -u COMM_JOB_TOKEN COMM_MUNGE_SOCKET="$work/munge.socket" COMM_TCP_IFNAME=eth0 \
+      "$build/bin/launch" --elastic -n 1:1 --nnodes 2 --node-rank $i --rdzv-host "$(cluster_addr 0)" --master-port "$port" \
+      --no-prefix "$build/bin/train" --elastic --model mlp --steps 6 --log-every 3 > "$work/elastic.h$i" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[0]}" && wait "${pids[1]}" || { cat "$work/elastic.h0" "$work/elastic.h1"; fail "launch --elastic --nnodes 2 with the token by munge failed"; }
+  grep -q "final: " "$work/elastic.h0" || { cat "$work/elastic.h0"; fail "launch --elastic --nnodes: no final line"; }
+  echo "ok   launch --elastic --nnodes 2, nothing set: the launchers agree on the token by munge, training finishes"
 else
   echo "note: no munged, launch --nnodes with the token by munge not checked"
 fi
