@@ -112,17 +112,23 @@ void ProgressEngine::Impl::match_recv(Peer& p, const OpPtr& op) {
 // =====================================================================================
 // Writing
 
+// The unsent rest of the queued frames (headers and payloads), at most kMaxIov pieces.
+static int gather_unsent(const Peer& p, iovec* iov) {
+  int n = 0;
+  for (auto& op : p.sendq) {
+    if (n + 2 > kMaxIov) break;
+    if (op->header_sent < kHeaderBytes) iov[n++] = {op->header + op->header_sent, kHeaderBytes - op->header_sent};
+    if (op->done < op->bytes) iov[n++] = {op->data + op->done, op->bytes - op->done};
+  }
+  return n;
+}
+
 bool ProgressEngine::Impl::flush(Peer& p) {
   if (p.rec) return flush_records(p);
   size_t written = 0;
   while (!p.sendq.empty() && written < kWriteBudget) {
     iovec iov[kMaxIov];
-    int n = 0;
-    for (auto& op : p.sendq) {
-      if (n + 2 > kMaxIov) break;
-      if (op->header_sent < kHeaderBytes) iov[n++] = {op->header + op->header_sent, kHeaderBytes - op->header_sent};
-      if (op->done < op->bytes) iov[n++] = {op->data + op->done, op->bytes - op->done};
-    }
+    const int n = gather_unsent(p, iov);
     ssize_t w;
     if (p.shm) {
       // A goodbye alone on a ring never written goes as a flag (shm_ring.h): a pair
@@ -175,13 +181,7 @@ bool ProgressEngine::Impl::flush_records(Peer& p) {
     if (out.idle()) {
       if (p.sendq.empty()) return true;
       iovec iov[kMaxIov];
-      int n = 0;
-      for (auto& op : p.sendq) {
-        if (n + 2 > kMaxIov) break;
-        if (op->header_sent < kHeaderBytes) iov[n++] = {op->header + op->header_sent, kHeaderBytes - op->header_sent};
-        if (op->done < op->bytes) iov[n++] = {op->data + op->done, op->bytes - op->done};
-      }
-      sent(p, out.seal(iov, n, kSealBatch));  // sealed: the ops' buffers are free
+      sent(p, out.seal(iov, gather_unsent(p, iov), kSealBatch));  // sealed: the ops' buffers are free
     }
     const ssize_t w = out.write_to(p.sock.fd());
     if (w < 0) {
