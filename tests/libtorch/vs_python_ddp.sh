@@ -9,8 +9,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$bin/launch" -n 2 "$bin/libtorch_losses_for_python" --model "$model" --steps "$steps" --dir "$tmp"
-OMP_NUM_THREADS=1 "$py" -m torch.distributed.run --standalone --nproc-per-node 2 \
-  "$here/python_ddp.py" --model "$model" --steps "$steps" --dir "$tmp"
+reference() {
+  OMP_NUM_THREADS=1 "$py" -m torch.distributed.run --standalone --nproc-per-node 2 \
+    "$here/python_ddp.py" --model "$model" --steps "$steps" --dir "$tmp"
+}
+# The reference is PyTorch's own gloo run, not ours: a crash of it (seen once in a loaded
+# full suite: its rank 0 aborted with "terminate called without an active exception") is
+# run again once, and said so; a second failure fails the test.
+reference || { echo "vs_python_ddp: the Python DDP reference run failed; running it again once"; reference; }
 "$py" - "$tmp" "$steps" <<'PY'
 import sys
 d, steps = sys.argv[1], int(sys.argv[2])
