@@ -7,7 +7,7 @@
 # usage: tools/llmc_build.sh LLMC_SRC [OUT_DIR]        (default OUT_DIR: build/llmc)
 #   LLMC_SRC: an llm.c source tree, or a git directory of it (the fetch mirror,
 #   e.g. /work/.mirror/karpathy+llm.c/repo; its HEAD is built).
-# Environment: NVCC (default /usr/local/cuda/bin/nvcc), SM (default 90), JOBS (default 2),
+# Environment: NVCC (default /usr/local/cuda/bin/nvcc, else the wheels' build/cuda-from-wheels/bin/nvcc), SM (default 90), JOBS (default 2),
 # BUILD_LOCK (default /tmp/dpt-build.lock, shared with the project's builds).
 #
 # Their tree is never edited: it is copied to a scratch directory and built there with
@@ -25,6 +25,7 @@ set -euo pipefail
 src=${1:?usage: tools/llmc_build.sh LLMC_SRC [OUT_DIR]  (LLMC_SRC: an llm.c source tree or a git directory of one)}
 out=${2:-build/llmc}
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
+[[ -n ${NVCC:-} || -x $nvcc ]] || nvcc=build/cuda-from-wheels/bin/nvcc  # docs/gpu.md: the toolkit from NVIDIA's wheels
 sm=${SM:-90}
 jobs=${JOBS:-2}
 lock=${BUILD_LOCK:-/tmp/dpt-build.lock}
