@@ -32,10 +32,12 @@ else
   echo "gpu_bundle: no $build/llmc/train_gpt2cu: the llmc step of gpu_verify.sh will say so (tools/llmc_build.sh builds it)"
 fi
 
-# The build, without objects, archives, the fuzzers' corpora and the models that test runs
-# wrote (*.safetensors: 1 GB after the torch reference tests; every test writes its own).
+# The build, without objects, archives, the fuzzers' corpora, the models that test runs
+# wrote (*.safetensors: 1 GB after the torch reference tests; every test writes its own) and
+# the links to .venv's CUDA wheels (cuda-from-wheels: the GPU machine's own CUDA is used).
 tar -C "$build/.." -czf "$out/build.tgz" \
   --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles' --exclude='fuzz' --exclude='Testing' --exclude='*.safetensors' \
+  --exclude='cuda-from-wheels' \
   "$(basename "$build")"
 
 # Open MPI's runtime, laid out as under /usr so that OPAL_PREFIX=$out/ompi/usr relocates it.
