@@ -7,10 +7,12 @@
 # as one: the libraries carry only versioned names (libcudart.so.13, no libcudart.so, which
 # find_library needs), and cuDNN's and NCCL's headers and libraries sit in directories of
 # their own. dpt_cuda_toolkit_from_wheels() assembles, in the build tree, a toolkit of
-# symbolic links to those files (bin, nvvm, include, lib and lib64) and returns its root, so the
+# symbolic links to those files (bin, nvvm, include, lib and lib64) and returns its root (and
+# the wheels' own library directories, for installed programs' run path), so the
 # rest of the build finds CUDA there exactly as it would in /usr/local/cuda.
-function(dpt_cuda_toolkit_from_wheels python out_root)
+function(dpt_cuda_toolkit_from_wheels python out_root out_lib_dirs)
   set(${out_root} "" PARENT_SCOPE)
+  set(${out_lib_dirs} "" PARENT_SCOPE)
   if(NOT python OR NOT EXISTS "${python}")
     return()
   endif()
@@ -41,7 +43,11 @@ function(dpt_cuda_toolkit_from_wheels python out_root)
   file(CREATE_LINK "${_bin}" "${_view}/bin" SYMBOLIC)
   file(CREATE_LINK "${_cu}/nvvm" "${_view}/nvvm" SYMBOLIC)
   # Headers and libraries of the toolkit, then cuDNN's and NCCL's wheels (their own dirs).
+  set(_lib_dirs "")
   foreach(_dir IN ITEMS "${_cu}" "${_site}/nvidia/cudnn" "${_site}/nvidia/nccl")
+    if(IS_DIRECTORY "${_dir}/lib")
+      list(APPEND _lib_dirs "${_dir}/lib")
+    endif()
     file(GLOB _headers "${_dir}/include/*")
     foreach(_h IN LISTS _headers)
       get_filename_component(_name "${_h}" NAME)
@@ -64,6 +70,7 @@ function(dpt_cuda_toolkit_from_wheels python out_root)
     endforeach()
   endforeach()
   set(${out_root} "${_view}" PARENT_SCOPE)
+  set(${out_lib_dirs} "${_lib_dirs}" PARENT_SCOPE)
 endfunction()
 
 # CMake 3.25's FindCUDAToolkit sets a deprecation property on CUDA::nvToolsExt whenever the

@@ -22,10 +22,16 @@ if(NOT DPT_WITH_CUDA STREQUAL "OFF")
     set(CUDAToolkit_ROOT /usr/local/cuda)
   elseif(NOT CUDAToolkit_ROOT)
     # No system toolkit: NVIDIA's wheels in DPT_PYTHON's environment (dpt_cuda_wheels.cmake).
-    dpt_cuda_toolkit_from_wheels("${DPT_PYTHON}" _dpt_wheel_cuda)
+    dpt_cuda_toolkit_from_wheels("${DPT_PYTHON}" _dpt_wheel_cuda _dpt_wheel_lib_dirs)
     if(_dpt_wheel_cuda)
       set(CUDAToolkit_ROOT "${_dpt_wheel_cuda}")
       set(_dpt_cuda_from " from NVIDIA's wheels")
+      # nvcc links from this directory itself, so CMake counts it as implicit and writes no
+      # run path to it: without these, a program finds libcudart.so.13 only by the luck of
+      # which of our libraries the loader opens first. Installed programs point at the
+      # wheels themselves (the build tree's links may be gone).
+      list(APPEND CMAKE_BUILD_RPATH "${_dpt_wheel_cuda}/lib")
+      list(APPEND CMAKE_INSTALL_RPATH ${_dpt_wheel_lib_dirs})
     endif()
     set(_dpt_cuda_where "/usr/local/cuda and ${DPT_PYTHON}'s nvidia-cuda-nvcc wheels")
   endif()
