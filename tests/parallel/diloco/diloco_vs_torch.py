@@ -31,8 +31,12 @@ train reads it; and around it what docs/diloco.md says train does beyond the pap
 
 train runs `--strategy diloco` from the same initial parameters (written here, read with
 --init-from) with --debug-sample-log, which names the samples each rank trained on in
-each step; the reference trains each worker on exactly those. The final parameters must
-agree within 1e-5: the relative L2 difference of every tensor, ||ours - ref|| / ||ref||.
+each step; the reference trains each worker on exactly those. Every rank's final
+parameters (--debug-state-dump) must agree within 1e-5: the relative L2 difference of
+every tensor, ||ours - ref|| / ||ref|| (16-bit wires: a tenth of their unit roundoff,
+WIRE_TOL below); and so must every rank's slices of theta and of the outer momentum in
+the checkpoint of the last round's end (--save-every H; the slice layout
+[i * ceil(n / g), (i + 1) * ceil(n / g)) for rank i of a group of g, cut at n).
 Not element by element: a hidden unit whose pre-activation sits within rounding of 0 for
 some sample switches its ReLU one way in one run and the other way in another, and AdamW
 turns the few tiny gradients that follow into full-size steps, so single elements of fc1
@@ -62,6 +66,7 @@ import glob
 import gzip
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -82,6 +87,12 @@ TOL = 1e-5
 # 200,704, one of fc2's 128 biases), one 16-bit step apart each; leaving the rounding out
 # of the reference misses by 28x (bf16) and 9x (fp16) more than this bound.
 WIRE_TOL = {"fp32": TOL, "bf16": 2.0 ** -9 / 10, "fp16": 2.0 ** -12 / 10}
+# The outer state (theta's and the momentum's slices in the checkpoints) on 16-bit wires:
+# half the unit roundoff. The momentum is made of the rounded averages themselves, so a
+# value rounded the other way moves it by a 16-bit step of the pseudo-gradient, not of
+# the parameter (measured: fp16 1.1e-5 and 1.5e-5 with OpenBLAS's Haswell kernels,
+# bf16 2.7e-5).
+OUTER_TOL = {"fp32": TOL, "bf16": 2.0 ** -9 / 2, "fp16": 2.0 ** -12 / 2}
 CNN = dict(c1=4, c2=8, hidden=31)  # 40 + 296 + 12,183 + 320 = 12,839 parameters
 
 SCENARIOS = {
@@ -190,6 +201,7 @@ class Reference:
         self.theta = [torch.tensor(p0[n]) for n in self.names]
         self.outer = torch.optim.SGD(self.theta, lr=OUTER_LR, momentum=OUTER_MU, nesterov=nesterov)
         self.workers, self.step, self.begun_at, self.in_flight = [], 0, -1, None
+        self.round_ends = {}  # step -> (theta, outer momentum) after that round end's step
 
     def set_workers(self, count, inner_states=None):
         """count workers starting from theta; inner_states: their AdamW state_dicts."""
@@ -223,6 +235,7 @@ class Reference:
             self.begun_at = self.step
             if self.D == 0:
                 self.finish()
+            self.round_ends[self.step] = self.outer_state()
 
     def begin(self, keep_round_end):
         G = len(self.workers)
@@ -269,6 +282,11 @@ class Reference:
             self.begun_at = self.step
             self.finish()
 
+    def outer_state(self):
+        """theta and the outer momentum, each flattened in the model's order."""
+        mom = [self.outer.state[t].get("momentum_buffer", torch.zeros_like(t)) for t in self.theta]
+        return torch.cat([t.flatten() for t in self.theta]).numpy().copy(), torch.cat([m.flatten() for m in mom]).numpy().copy()
+
     def worker_params(self, i):
         return {n: self.workers[i][0][k].detach().numpy().copy() for k, n in enumerate(self.names)}
 
@@ -291,6 +309,7 @@ def run_train(bin_dir, work, sc, cfg, p0):
     prefix = os.path.join(d, "samples")
     for old in glob.glob(prefix + ".*") + glob.glob(os.path.join(d, "dump.*")) + glob.glob(os.path.join(d, "m.jsonl")):
         os.remove(old)
+    shutil.rmtree(os.path.join(d, "ck"), ignore_errors=True)
     np_, elastic = cfg["np"], "kill" in cfg
     launch = [os.path.join(bin_dir, "launch")] + (["--elastic", "-n", f"{np_ - 1}:{np_}"] if elastic else ["-n", str(np_)])
     group = [] if cfg.get("hosts") else ["--diloco-group", str(cfg["group"])]
@@ -300,7 +319,8 @@ def run_train(bin_dir, work, sc, cfg, p0):
         "--outer-dtype", cfg.get("dtype", "fp32"), "--outer-overlap-steps", str(cfg.get("D", 0)),
         "--optimizer", "adamw", "--lr", str(LR), "--weight-decay", str(WD), "--lr-schedule", "constant",
         "--batch-size", "16", "--log-every", "5", "--max-eval-samples", "64", "--debug-sample-log", prefix,
-        "--debug-state-dump", os.path.join(d, "dump"), "--metrics-out", os.path.join(d, "m.jsonl")]
+        "--debug-state-dump", os.path.join(d, "dump"), "--metrics-out", os.path.join(d, "m.jsonl"),
+        "--checkpoint-dir", os.path.join(d, "ck"), "--save-every", str(cfg["H"])]
     if cfg.get("model") == "cnn":
         cmd += ["--cnn-c1", str(CNN["c1"]), "--cnn-c2", str(CNN["c2"]), "--cnn-hidden", str(CNN["hidden"])]
     if cfg.get("subset"):
@@ -326,8 +346,28 @@ def run_train(bin_dir, work, sc, cfg, p0):
 def check(sc, ours, ref, what, tol):
     d = max_rel_l2(ref, ours)
     if not d <= tol:
-        sys.exit(f"FAIL: {sc}: {what} differs from the PyTorch reference by {d:.3g} > {tol:g} (relative L2)")
+        sys.exit(f"FAIL: {sc}: {what} differ from the PyTorch reference by {d:.3g} > {tol:g} (relative L2)")
     return d
+
+
+def check_outer(sc, d, r, group, theta, momentum, tol):
+    """Rank r's checkpoint holds its slice i = r % group of theta and of the outer
+    momentum: [i * chunk, (i + 1) * chunk) with chunk = ceil(numel / group), cut at numel."""
+    t, _ = st_io.read(os.path.join(d, f"model.diloco.rank{r}.safetensors"))
+    n, i = theta.size, r % group
+    chunk = -(-n // group)
+    lo, hi = min(n, i * chunk), min(n, (i + 1) * chunk)
+    worst = 0.0
+    for name, ref in (("theta", theta[lo:hi]), ("outer.momentum_buffer", momentum[lo:hi])):
+        ours = t.get(name)
+        if ours is None or ours.size != hi - lo:
+            sys.exit(f"FAIL: {sc}: rank {r}'s checkpoint has no '{name}' of {hi - lo} values (slice [{lo}, {hi}) of {n})")
+        e = float(np.linalg.norm(ours.astype(np.float64) - ref) / max(np.linalg.norm(ref.astype(np.float64)), 1e-30))
+        if not e <= tol:
+            sys.exit(f"FAIL: {sc}: rank {r}'s {name} (slice [{lo}, {hi}) of {n}) in {d} differs from the reference's by "
+                     f"{e:.3g} > {tol:g} (relative L2)")
+        worst = max(worst, e)
+    return worst
 
 
 def wrong_rules(sc, run_ref, ours, rules, tol):
@@ -356,6 +396,7 @@ def scenario(bin_dir, work, sc, images):
         sys.exit(f"FAIL: {sc}: train's header lacks '{want}'")
     logs = read_sample_logs(prefix, np_)
     dumps = [st_io.read(os.path.join(d, f"dump.rank{r}.safetensors"))[0] for r in range(np_ if "kill" not in cfg else np_ - 1)]
+    last = [None]  # the latest reference run (its outer state)
 
     if "kill" in cfg:
         # The regroup: back to the newest round end R; steps 1..R by 3 workers, R+1..20 by 2.
@@ -389,8 +430,9 @@ def scenario(bin_dir, work, sc, images):
             for s in range(R + 1, cfg["steps"] + 1):
                 ref.inner_step([[b] for b in second[s]])
             ref.settle()
+            last[0] = ref
             return ref.worker_params(0)
-        what = "rank {} after the regroup at step %d (its worker before: %s)" % (R, old_rank)
+        what = "rank {}'s final parameters (regrouped at step %d; new rank: worker before %s)" % (R, old_rank)
         rules = [("the outer momentum dropped at the regroup", dict(drop_momentum=True), 10)]
     else:
         steps = max(s for rows in logs.values() for s, *_ in rows)
@@ -412,6 +454,7 @@ def scenario(bin_dir, work, sc, images):
             for s in range(1, steps + 1):
                 ref.inner_step([per_step[s][i * group:(i + 1) * group] for i in range(np_ // group)])
             ref.settle()
+            last[0] = ref
             return ref.worker_params(0)
         what = "rank {}'s final parameters"
         rules = []
@@ -430,10 +473,19 @@ def scenario(bin_dir, work, sc, images):
     ref = run_ref()
     tol = WIRE_TOL[dtype]
     dist = [check(sc, dump, ref, what.replace("{}", str(r)), tol) for r, dump in enumerate(dumps)]
+    # The last round end's checkpoint (--save-every H): every rank's slices of theta and momentum.
+    k = int(open(os.path.join(d, "ck", "latest")).read().strip().removeprefix("step_"))
+    if k not in last[0].round_ends:
+        sys.exit(f"FAIL: {sc}: the last checkpoint is of step {k}, not a round's end")
+    theta, momentum = last[0].round_ends[k]
+    outer = [check_outer(sc, os.path.join(d, "ck", f"step_{k}"), r, group, theta, momentum, OUTER_TOL[dtype])
+             for r in range(len(dumps))]
     moved = max_rel_l2(ref, p0)
     print(f"{sc}: {np_ // group if 'kill' not in cfg else np_} workers of {group}, H={H}, D={D}, {dtype} wire, "
           f"{len(dumps)} ranks' final parameters within {max(dist):.3g} of the reference (bound {tol:g}), largest "
-          f"element difference {max(max_diff(ref, dm) for dm in dumps):.3g}; training moved them by {moved:.3g}")
+          f"element difference {max(max_diff(ref, dm) for dm in dumps):.3g}; training moved them by {moved:.3g}; "
+          f"their slices of theta and of the outer momentum at step {k} (checkpoint) within {max(outer):.3g} "
+          f"(bound {OUTER_TOL[dtype]:g})")
     wrong_rules(sc, run_ref, dumps[0], rules, tol)
 
 
