@@ -7,11 +7,11 @@
 # received from ranks of the other host) in total, per round end, and between round ends.
 # On one machine: the links do not matter here, the accuracy does.
 #   bench/diloco_resnet18_vs_ddp.sh [BIN_DIR] [OUT.txt]
-#   env: STEPS=240 BATCH=16 H=40 LR=1e-3 OUTER="0.7:0.5" (lr:Nesterov momentum)
+#   env: STEPS=300 BATCH=16 H=50 LR=1e-3 OUTER="0.7:0.5" (lr:Nesterov momentum)
 set -euo pipefail
 bin=$(cd "${1:-build/bin}" && pwd)
 out=${2:-/dev/null}
-STEPS=${STEPS:-240} BATCH=${BATCH:-16} H=${H:-40} LR=${LR:-1e-3} OUTER=${OUTER:-0.7:0.5}
+STEPS=${STEPS:-300} BATCH=${BATCH:-16} H=${H:-50} LR=${LR:-1e-3} OUTER=${OUTER:-0.7:0.5}
 cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc would report OMP_NUM_THREADS
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 COMM_FAKE_HOSTS=2
 work=$(mktemp -d /tmp/diloco_resnet.XXXXXX)
