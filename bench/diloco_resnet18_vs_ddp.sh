@@ -36,7 +36,8 @@ for run in ddp diloco; do
   "$bin/launch" -n 4 "$bin/train" "${common[@]}" "${flags[@]}" --metrics-out "$work/$run.jsonl" > "$work/$run.log" 2>&1 ||
     { tail -n 20 "$work/$run.log"; echo "diloco_resnet18_vs_ddp.sh: $run failed" >&2; exit 1; }
   wall=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
-  grep -m1 -E "^(\[rank 0\] )?\| strategy" "$work/$run.log" | sed -E 's/^(\[rank 0\] )?\| strategy +\| //; s/ +\|$//; s/^/strategy: /' | tee -a "$out" || true
+  grep -m1 -E "^(\[rank 0\] )?\| (strategy|DDP buckets) " "$work/$run.log" |
+    sed -E 's/^(\[rank 0\] )?\| (strategy|DDP buckets) +\| /\2: /; s/ +\|$//' | tee -a "$out" || true
   total=$(bytes_at "$work/$run.jsonl" "$STEPS")
   printf "%-6s test_acc %s test_loss %s final train loss %s; training %s s (wall %s s with the start and the evaluation); rank 0's bytes to/from the other host: %s (%.1f MiB)\n" \
     "$run" "$(field test_acc "$work/$run.log")" "$(sed -nE 's/.*eval  step [0-9]+: test_loss ([0-9.]+).*/\1/p' "$work/$run.log" | tail -1)" \
