@@ -481,7 +481,9 @@ def scenario(bin_dir, work, sc, images):
     outer = [check_outer(sc, os.path.join(d, "ck", f"step_{k}"), r, group, theta, momentum, OUTER_TOL[dtype])
              for r in range(len(dumps))]
     moved = max_rel_l2(ref, p0)
-    print(f"{sc}: {np_ // group if 'kill' not in cfg else np_} workers of {group}, H={H}, D={D}, {dtype} wire, "
+    workers = f"{np_} workers of 1, regrouped as {np_ - 1} after step {R}" if "kill" in cfg else \
+        f"{np_ // group} worker{'s' if np_ // group > 1 else ''} of {group}"
+    print(f"{sc}: {workers}, H={H}, D={D}, {dtype} wire, "
           f"{len(dumps)} ranks' final parameters within {max(dist):.3g} of the reference (bound {tol:g}), largest "
           f"element difference {max(max_diff(ref, dm) for dm in dumps):.3g}; training moved them by {moved:.3g}; "
           f"their slices of theta and of the outer momentum at step {k} (checkpoint) within {max(outer):.3g} "
