@@ -104,13 +104,11 @@ SCENARIOS = {
 }
 
 
-def load_images(data=DATA, limit=None):
+def load_images(data=DATA):
     with gzip.open(os.path.join(data, "train-images-idx3-ubyte.gz")) as f:
         x = np.frombuffer(f.read(), dtype=np.uint8, offset=16).reshape(-1, 784)
     with gzip.open(os.path.join(data, "train-labels-idx1-ubyte.gz")) as f:
         y = np.frombuffer(f.read(), dtype=np.uint8, offset=8)
-    if limit:
-        x, y = x[:limit], y[:limit]
     x = (x.astype(np.float32) / np.float32(255.0) - np.float32(0.2860)) / np.float32(0.3530)
     return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
 
