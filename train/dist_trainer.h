@@ -98,6 +98,9 @@ struct DistTrainConfig {
   // A rank whose compute per step is this many times the fastest rank's in 8 agreements
   // in a row is named a straggler (train/straggler_watch.h); 0: not watched.
   double straggler_ratio = 1.5;
+  // Elastic: a named straggler leaves the job and the others re-form without it
+  // (DistTrainer::evict_straggler); false: it is only named.
+  bool straggler_evict = false;
   int64_t eval_every = 0;        // steps between evaluations (0: at each epoch end)
   int64_t log_every = 10;
   size_t max_eval_samples = 0;
@@ -218,6 +221,7 @@ struct TrainSummary {
   int64_t agreements = 0;        // the world's agreements before a step (every step under DDP and ZeRO)
   int straggler_rank = -1;       // named by the straggler watch at the end (-1: none)
   double straggler_ratio = 0;    // its compute per step over the fastest rank's
+  std::vector<std::string> evicted;  // elastic ids of the stragglers evicted (straggler_evict), in order
   std::vector<BackendTraffic> traffic;  // retired communicators first, the one in use last
 };
 
@@ -326,6 +330,13 @@ class DistTrainer {
   // a new group).
   void elastic_snapshot();
   bool joiners_waiting();
+  // straggler_evict: the rank of the straggler to evict at this agreement, or -1 (none
+  // named; the group may not shrink below launch's MIN; the strategy takes no change now).
+  // The same on every rank: the watch's state is (reset at every re-forming).
+  int straggler_to_evict(const TrainCallbacks& cb);
+  // The straggler leaves (ElasticEvicted, after taking part in the old group's snapshot);
+  // the others re-form without it, planned.
+  void evict_straggler(int rank, const TrainCallbacks& cb, Totals& t);
   // Elastic: the members marked the job done (false when the store cannot be asked).
   bool job_done();
 
@@ -365,6 +376,7 @@ class DistTrainer {
   AgreementCadence cadence_{config_.agreement_interval_s};  // when the world agrees before a step
   StragglerWatch straggler_{config_.straggler_ratio};       // rides on that agreement
   std::string straggler_line_;                              // to log after the agreement
+  bool eviction_refusal_said_ = false;                      // "may not shrink below MIN", once per straggler
 };
 
 }  // namespace dpt

@@ -17,6 +17,7 @@
 //               survivor completed, so 0 under DDP.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "comm/dispatch/flight_recorder.h"
 #include "optim/optimizer.h"
@@ -87,6 +88,42 @@ DistTrainer::StateSync DistTrainer::sync_state(bool have_state, const TrainCallb
   return {newest - step_, false};
 }
 
+int DistTrainer::straggler_to_evict(const TrainCallbacks& cb) {
+  const auto& s = straggler_.current();
+  if (!config_.straggler_evict || !elastic_ || !s) return -1;
+  // DiLoCo takes a membership change only at a round's end: the eviction waits for one.
+  if (!strategy_->accepts_members_now(step_)) return -1;
+  const int min = elastic_->rendezvous->limits().min;
+  if (comm_->size() - 1 < min) {
+    if (!eviction_refusal_said_ && cb.on_event)
+      cb.on_event("straggler: rank " + std::to_string(s->rank) + " stays: evicting it would leave " +
+                  std::to_string(comm_->size() - 1) + " rank(s), fewer than the " + std::to_string(min) +
+                  " launch --elastic -n MIN:MAX allows");
+    eviction_refusal_said_ = true;
+    return -1;
+  }
+  return s->rank;
+}
+
+void DistTrainer::evict_straggler(int rank, const TrainCallbacks& cb, Totals& t) {
+  const StragglerWatch::Straggler s = *straggler_.current();
+  const std::string id = elastic_->membership.ids.at(size_t(rank));
+  char what[256];
+  std::snprintf(what, sizeof what, "rank %d (%s), which computed %.2fx the fastest rank's time per step since step %lld",
+                rank, id.c_str(), s.ratio, static_cast<long long>(s.since_step));
+  const std::string why = std::string("straggler: evicting ") + what;
+  if (cb.on_event) cb.on_event(why);
+  t.sum.evicted.push_back(id);
+  if (comm_->rank() == rank) {
+    // The group's snapshot of this step (ZeRO: this rank's shard, copied to its
+    // neighbours) is taken with it, as a planned re-forming takes it; then it goes.
+    elastic_snapshot();
+    elastic_->rendezvous->leave("evicted as a straggler");
+    throw ElasticEvicted("elastic: " + id + " leaves the job, evicted as a straggler: " + what);
+  }
+  reform(why, true, cb, t);
+}
+
 void DistTrainer::reform(const std::string& why, bool planned, const TrainCallbacks& cb, Totals& t) {
   const auto t0 = Clock::now();
   set_flight_phase("reform");
@@ -143,6 +180,8 @@ void DistTrainer::reform(const std::string& why, bool planned, const TrainCallba
       c.from_checkpoint = sync.from_checkpoint;
       c.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();
       c.reason = why;
+      straggler_.reset_streaks();  // new ranks; a newcomer's watch is empty: all start alike
+      eviction_refusal_said_ = false;
       if (!planned) {
         ++t.sum.recoveries;
         t.sum.lost_steps += lost;

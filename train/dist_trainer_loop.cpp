@@ -171,6 +171,13 @@ DistTrainer::EpochEnd DistTrainer::train_epoch(std::vector<Batch>& micro, int64_
         if (last_saved_step_ != step_) save_checkpoint(step_, epoch_, consumed, &cb);
         return EpochEnd::stopped;
       }
+      // A straggler evicted (--straggler-action evict) leaves here; the others re-form
+      // (newcomers waiting come in with them) and go on from this step boundary.
+      if (agreed != StepAgreement::out_of_data)
+        if (const int leaving = straggler_to_evict(cb); leaving >= 0) {
+          evict_straggler(leaving, cb, t);
+          return EpochEnd::reformed;
+        }
       if (agreed == StepAgreement::newcomers_wait) {
         reform("newcomers are waiting to join", true, cb, t);
         return EpochEnd::reformed;

@@ -20,6 +20,13 @@ StragglerWatch::StragglerWatch(double threshold, int persistence)
 
 void StragglerWatch::add_compute(double seconds) { window_[steps_++ % kWindow] = seconds; }
 
+void StragglerWatch::reset_streaks() {
+  last_slowest_ = -1;
+  streak_ = calm_ = 0;
+  streak_from_ = 0;
+  current_.reset();
+}
+
 void StragglerWatch::fill(int32_t* slots, int rank, int world) {
   // No step since the last agreement (or off): slots that lose both minimums.
   slots[0] = 0;

@@ -42,6 +42,10 @@ class StragglerWatch {
     int64_t since_step = 0;
   };
   const std::optional<Straggler>& current() const { return current_; }
+  // Forgets the streaks and the named straggler, keeping this rank's own compute times:
+  // after an elastic re-forming the ranks are renumbered and a newcomer's watch starts
+  // empty, and every member must read the agreements alike (an eviction acts on them).
+  void reset_streaks();
 
  private:
   const double threshold_;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/tcp/tcp_backend.h"
+#include "comm/dispatch/flight_request.h"
 #include "comm/launch/env.h"
 #include "comm/launch/launch_env.h"
 #include "comm/store/job_token.h"
@@ -84,6 +85,8 @@ std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
   s.store = std::make_shared<dpt::TcpStoreClient>(addr, port, rdzv_timeout,
                                                   dpt::ErrorContext{-1, -1, "tcp", "elastic store", -1, -1}, token);
   s.rendezvous = std::make_unique<dpt::ElasticRendezvous>(*s.store, id, limits);
+  // The launcher's store, which outlives every generation, can ask for flight records.
+  dpt::watch_flight_requests(addr, port, token);
   s.make_comm = [store = s.store, addr, token, rdzv_timeout, options](const dpt::Membership& m) {
     dpt::TcpStoreRendezvous r;
     r.rank = m.rank;

@@ -181,6 +181,7 @@ void add_options(dpt::tools::Cli& cli, Options& o) {
     ("eval-batch-size", po::value(&o.cfg.eval_batch_size)->default_value(0), "samples per evaluation forward (0: 256, for gpt2 the per-rank --batch-size)")
     ("metrics-out", po::value(&o.metrics_out)->default_value(""), "write JSON lines of metrics here (rank 0)")
     ("straggler-ratio", po::value(&o.cfg.straggler_ratio)->default_value(1.5), "name a rank a straggler (log, metrics, final line) when its compute per step is this many times the fastest rank's in 8 of the world's agreements in a row (carried by the agreement: no extra collective); 0: off")
+    ("straggler-action", po::value(&o.straggler_action)->default_value(o.straggler_action), "log | evict: what naming a straggler does; evict (needs --elastic) makes it leave the job (exit 79, not restarted by launch) and the others re-form without it and go on, unless that would leave fewer than launch's MIN")
     ("trace", po::value(&o.trace_dir)->default_value(""), "write each rank's timeline (phases and collectives, Chrome trace events) as DIR/rank<R>.json at the end; tools/trace_merge.py DIR merges them and reports overlap, idle time and the slowest rank (docs/reliability.md)")
     ("switch-backend", po::value(&o.switch_backend)->default_value(""), "STEP:NAME switch to backend NAME once STEP steps are done")
     ("elastic-snapshot-every", po::value(&o.cfg.elastic_snapshot_every)->default_value(10), "elastic ZeRO: steps between in-memory copies of every shard on its ring neighbour (the steps a failure may cost)")
@@ -271,6 +272,14 @@ void check_run_options(Options& o, const po::variables_map& vm) {
   if (!(o.cfg.straggler_ratio == 0 || o.cfg.straggler_ratio > 1))
     throw std::invalid_argument("--straggler-ratio " + std::to_string(o.cfg.straggler_ratio) +
                                 ": 0 (off) or a ratio above 1 (default 1.5)");
+  if (o.straggler_action != "log" && o.straggler_action != "evict")
+    throw std::invalid_argument("--straggler-action '" + o.straggler_action + "': valid are log, evict");
+  o.cfg.straggler_evict = o.straggler_action == "evict";
+  if (o.cfg.straggler_evict && !o.elastic)
+    throw std::invalid_argument("--straggler-action evict needs --elastic: only an elastic job can go on without the "
+                                "straggler (build/bin/launch --elastic -n MIN:MAX build/bin/train --elastic ...)");
+  if (o.cfg.straggler_evict && o.cfg.straggler_ratio == 0)
+    throw std::invalid_argument("--straggler-action evict needs the straggler watch: --straggler-ratio 0 turns it off");
   o.cfg.parallel.zero_stage = o.zero;
   if (o.overlap_comm == "off") o.no_overlap = true;
   if (o.device != "cpu" && o.device != "cuda") throw std::invalid_argument("--device '" + o.device + "': valid are cpu, cuda");

@@ -47,6 +47,7 @@ struct Options {
   double bucket_mb = 25, first_bucket_mb = 1;
   bool no_overlap = false, no_shuffle = false, elastic = false, no_broadcast_buffers = false;
   std::string uneven, debug_signal, inject_inf;
+  std::string straggler_action = "log";  // --straggler-action: log | evict (cfg.straggler_evict)
   std::vector<SignalHit> signals;
   dpt::tools::ModelFlags model;
   dpt::tools::DataFlags data;

@@ -213,18 +213,22 @@ void Reporter::final_line(const dpt::TrainSummary& s) {
   const std::string tokens = trainer_.model().takes_tokens()
                                  ? " tokens_per_s=" + fmt("%.1f", s.samples_per_s * double(trainer_.model().sample_shape().at(0)))
                                  : "";
-  std::printf("final: %s loss=%.6f samples_per_s=%.3f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s%s d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f agreements=%lld straggler_rank=%d straggler_ratio=%.2f%s%s\n",
+  // Stragglers evicted (--straggler-action evict), by elastic id: "a,b".
+  std::string evicted;
+  for (const auto& id : s.evicted) evicted += (evicted.empty() ? " evicted=" : ",") + id;
+  std::printf("final: %s loss=%.6f samples_per_s=%.3f time_s=%.2f steps=%lld world_size=%d backend=%s comm_s=%.3f exposed_comm_s=%.3f hidden_frac=%.3f skipped_batches=%lld step_ms=%.3f zero=%d comm_mib_per_step=%.4f precision=%s device=%s%s d2h_bytes_per_step=%llu h2d_bytes_per_step=%llu recoveries=%d lost_steps=%lld loss_scale=%g skipped_steps=%lld zero_grad_frac=%.6f agreements=%lld straggler_rank=%d straggler_ratio=%.2f evictions=%zu%s%s%s\n",
               acc.c_str(), s.last_loss, s.samples_per_s, s.time_s, (long long)s.steps, s.world_size, s.backend.c_str(), s.comm_s, s.exposed_s, hidden, (long long)s.skipped_batches, s.step_s * 1e3, o_.zero,
               s.comm_bytes_per_step / (1 << 20), o_.precision.c_str(), o_.device.c_str(), tokens.c_str(),
               (unsigned long long)s.pcie_per_step.to_host, (unsigned long long)s.pcie_per_step.to_device, s.recoveries,
               (long long)s.lost_steps, double(s.loss_scale), (long long)s.skipped_steps, s.zero_grad_frac, (long long)s.agreements,
-              s.straggler_rank, s.straggler_ratio,
+              s.straggler_rank, s.straggler_ratio, s.evicted.size(), evicted.c_str(),
               traffic_fields(s.traffic).c_str(), diloco_fields(trainer_.strategy()).c_str());
   std::fflush(stdout);
   if (metrics_.is_open()) {
     nlohmann::json j = {{"final", true}, {"steps", s.steps}, {"loss", s.last_loss}, {"samples_per_s", s.samples_per_s},
                         {"time_s", s.time_s}, {"step_ms", s.step_s * 1e3}, {"comm_s", s.comm_s}, {"exposed_comm_s", s.exposed_s}, {"eval_loss", s.eval.loss},
-                        {"straggler_rank", s.straggler_rank}, {"straggler_ratio", s.straggler_ratio}};
+                        {"straggler_rank", s.straggler_rank}, {"straggler_ratio", s.straggler_ratio},
+                        {"evictions", s.evicted.size()}, {"evicted", s.evicted}};
     if (s.eval.accuracy) j["test_acc"] = *s.eval.accuracy;
     metrics_ << j.dump() << "\n";
   }

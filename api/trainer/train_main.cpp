@@ -128,6 +128,12 @@ int run(int argc, char** argv, const dpt::TrainerSetup& setup) {
     // Its launcher reads the status: no restart of this slot.
     std::cerr << o.program << ": error: " << e.what() << std::endl;
     return dpt::kExitStoreUnreachable;
+  } catch (const dpt::ElasticEvicted& e) {
+    // The group evicted this process (a straggler) and goes on without it: its launcher
+    // reads the status and does not restart the slot.
+    std::cerr << o.program << ": " << e.what() << std::endl;
+    comm.reset();
+    return dpt::kExitEvicted;
   } catch (const dpt::ElasticFinishedWithout& e) {
     // Left out while it was stopped or cut off, and the others finished meanwhile: the
     // job succeeded, so this process does not report a failure (its launcher would end

@@ -16,6 +16,7 @@
 
 #include "backends/tcp/mesh.h"
 #include "backends/tcp/tcp_communicator.h"
+#include "comm/dispatch/flight_request.h"
 #include "comm/launch/host_identity.h"
 #include "comm/launch/env.h"
 #include "comm/store/job_token.h"
@@ -210,7 +211,10 @@ std::unique_ptr<Communicator> create_tcp_communicator(const TcpBootstrap& b, Com
   auto store = std::make_shared<TcpStoreClient>(master, port, rdzv_timeout, ctx, token);
   const uint64_t comm_id = next_comm_number(store->address(), b.rank);
   MeetIn m{b.rank, b.world_size, master, token, "tcp/" + std::to_string(comm_id), comm_id, rdzv_timeout, ctx};
-  return meet_in_store(std::move(store), m, options, std::move(server));
+  auto comm = meet_in_store(std::move(store), m, options, std::move(server));
+  // The job's store can now ask this process for its flight record (launch, mpirun).
+  watch_flight_requests(master, port, token);
+  return comm;
 }
 
 std::unique_ptr<Communicator> create_tcp_communicator_in_store(const TcpStoreRendezvous& r, CommOptions options) {

@@ -268,19 +268,24 @@ std::string flight_dump_path() {
   return dir + "/rank" + std::to_string(detect_launch().rank) + ".json";
 }
 
-std::string dump_flight_records(const std::string& reason, bool once) {
-  if (configured_capacity() == 0) return "";
+std::string dump_flight_records(const std::string& reason, bool once, std::string* why_not) {
+  auto none = [why_not](const std::string& why) {
+    if (why_not) *why_not = why;
+    return std::string();
+  };
+  if (configured_capacity() == 0) return none("recording is off (DPT_FLIGHT=0)");
   // The record of a failure is the one that matters: a later dump (SIGUSR2 from launch
   // as it stops the job, by which time the failed communicator may be gone) does not
   // replace it. Before any failure every dump replaces the last.
-  if (once ? g_dumped.exchange(true) : g_dumped.load()) return "";
+  if (once ? g_dumped.exchange(true) : g_dumped.load())
+    return none("the record of a failure was written before and is kept: " + flight_dump_path());
   const std::string path = flight_dump_path();
   std::string body;
   {
     std::lock_guard<std::mutex> lk(g_registry_mu);
     for (const FlightRecorder* r : registry()) body += (body.empty() ? "" : ",") + r->json();
   }
-  if (body.empty()) return "";  // no communicator alive: nothing to tell
+  if (body.empty()) return none("no communicator is alive in this process");  // nothing to tell
   const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
   const int64_t step = g_step.load();
@@ -296,7 +301,7 @@ std::string dump_flight_records(const std::string& reason, bool once) {
     write_file_atomically(path, doc, FileAccess::umask);  // whole or not at all (device/safe_file.h)
   } catch (const FileWriteError& e) {
     std::fprintf(stderr, "flight recorder: %s\n", e.what());
-    return "";
+    return none(e.what());
   }
   std::fprintf(stderr, "flight recorder: %s: this rank's last operations in %s (read every rank's with "
                        "tools/flight_report.py %s)\n",

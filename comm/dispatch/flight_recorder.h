@@ -20,7 +20,8 @@
 //             reason, the time, and the trainer's context at the dump. Written on the
 //             first timeout, failed collective or abort of any communicator of the process
 //             (and then never replaced), on SIGUSR2 (dump and go on: a watcher thread does
-//             the writing, outside the handler), and on request (dump_flight_records).
+//             the writing, outside the handler), on a request through the store
+//             (comm/dispatch/flight_request.h) and on a call of dump_flight_records.
 //             DPT_FLIGHT=0 turns recording off.
 //   context   what the trainer is doing, set by it (set_flight_step / set_flight_phase /
 //             set_flight_bucket), copied into each entry when it is issued.
@@ -103,8 +104,8 @@ int64_t flight_now_ns();
 // is off, no communicator is alive, or the file could not be written: the reason goes to
 // stderr). `once` marks a failure's record (a timeout, a failed collective, an abort):
 // only the first is written (a timeout on every communicator is one event), and no later
-// dump of either kind replaces it.
-std::string dump_flight_records(const std::string& reason, bool once = false);
+// dump of either kind replaces it. `why_not`, when given, gets the reason of a "" return.
+std::string dump_flight_records(const std::string& reason, bool once = false, std::string* why_not = nullptr);
 // The dump file's path for this process.
 std::string flight_dump_path();
 

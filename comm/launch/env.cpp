@@ -98,7 +98,8 @@ const std::vector<Knob>& declared_knobs() {
        "(device/cpu_isa.h, docs/usage.md \"Compute kernels\")"},
       {"DPT_FLIGHT", "1",
        "1 = every communicator keeps its last DPT_FLIGHT_ENTRIES operations (the flight recorder, "
-       "comm/dispatch/flight_recorder.h), written to DPT_FLIGHT_DIR on a timeout, an abort or SIGUSR2; 0 = off"},
+       "comm/dispatch/flight_recorder.h), written to DPT_FLIGHT_DIR on a timeout, an abort, SIGUSR2 or a request "
+       "through the job's store (build/bin/flight_request); 0 = off"},
       {"DPT_FLIGHT_ENTRIES", "2048", "the flight recorder: collectives kept per communicator (a quarter as many "
                                      "point-to-point calls)"},
       {"DPT_FLIGHT_DIR", "",

@@ -75,6 +75,13 @@ constexpr int kExitStoreUnreachable = 69;  // sysexits' EX_UNAVAILABLE
 struct ElasticStoreUnreachable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// The exit status of a member the others evicted (train --straggler-action evict: a
+// persistent straggler). Its launcher does not restart the slot: a restart on the same
+// core would be as slow, and the group re-formed without it on purpose.
+constexpr int kExitEvicted = 79;
+struct ElasticEvicted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class ElasticRendezvous {
  public:
@@ -98,6 +105,9 @@ class ElasticRendezvous {
   bool done();
   // Launchers: `id` exited and will never arrive.
   static void mark_dead(Store& store, const std::string& id, const std::string& how);
+  // This process leaves the job on its own (evicted): marked dead at once, so the others
+  // close their next list without waiting for its launcher to see it exit.
+  void leave(const std::string& how) { mark_dead(store_, id_, how); }
 
  private:
   Membership read_members(int g);

@@ -183,6 +183,12 @@ void Job::survive(size_t r) {
   Rank& k = ranks_[r];
   elastic_->mark_dead(k.id, describe_status(k.status));
   last_elastic_failure_ = static_cast<int>(r);
+  if (WIFEXITED(k.status) && WEXITSTATUS(k.status) == dpt::kExitEvicted) {
+    // The group evicted it (train --straggler-action evict) and went on without it.
+    say("not restarting slot " + std::to_string(k.slot) + ": " + k.id + " was evicted as a straggler (exit " +
+        std::to_string(dpt::kExitEvicted) + ")");
+    return;
+  }
   if (restarts_left_ <= 0 || elastic_->done()) return;
   if (WIFEXITED(k.status) && WEXITSTATUS(k.status) == dpt::kExitStoreUnreachable) {
     // It waited the rendezvous timeout for the store and got nothing: node 0's launcher
