@@ -27,6 +27,7 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 
 #include "api/context_impl.h"
 #include "backends/registration.h"
@@ -129,10 +130,11 @@ struct Reducer::Impl {
     ctx.wrappers.push_back(&registration);
   }
 
-  void broadcast_from_0(at::Tensor& t) {
+  void broadcast_from_0(at::Tensor& t) { broadcast_from(t, 0); }
+  void broadcast_from(at::Tensor& t, int root) {
     if (comm().size() == 1 || t.numel() == 0) return;
     at::Tensor dense = t.contiguous();
-    comm().broadcast(whole(dense), 0);
+    comm().broadcast(whole(dense), root);
     if (!dense.is_same(t)) t.copy_(dense);
   }
 
@@ -175,10 +177,23 @@ struct Reducer::Impl {
       std::weak_ptr<Impl*> weak = self;
       acc->add_post_hook(std::make_unique<::torch::autograd::utils::LambdaPostHook>(
           [weak, i](const ::torch::autograd::variable_list& outputs, const ::torch::autograd::variable_list&) {
-            if (auto s = weak.lock(); s && *s) (*s)->on_gradient(i);
+            if (auto s = weak.lock(); s && *s) (*s)->noting_failure([&] { (*s)->on_gradient(i); });
             return outputs;
           }));
       accumulators.push_back(std::move(acc));
+    }
+  }
+
+  // A communication error inside backward reaches the caller of loss.backward() through
+  // autograd's engine, which may wrap it; ElasticLoop asks here what it was.
+  std::exception_ptr comm_failure;
+  template <class F>
+  void noting_failure(F&& f) {
+    try {
+      f();
+    } catch (const CommError&) {
+      comm_failure = std::current_exception();
+      throw;
     }
   }
 
@@ -201,7 +216,7 @@ struct Reducer::Impl {
     first_hook = Clock::now();
     std::weak_ptr<Impl*> weak = self;
     ::torch::autograd::Engine::get_default_engine().queue_callback([weak] {
-      if (auto s = weak.lock(); s && *s) (*s)->finish();
+      if (auto s = weak.lock(); s && *s) (*s)->noting_failure([&] { (*s)->finish(); });
     });
     if (running_syncs && options.find_unused_parameters)
       for (size_t k = 0; k < params.size(); ++k)
@@ -420,6 +435,30 @@ void Reducer::reduce_to_owners(const std::function<int(const at::Tensor&)>& owne
     owner.push_back(r);
   }
   d.owner = std::move(owner);
+}
+
+bool Reducer::reduces_to_owners() const { return !impl_->owner.empty(); }
+
+std::exception_ptr Reducer::take_comm_failure() { return std::exchange(impl_->comm_failure, nullptr); }
+
+void Reducer::abandon_backward() {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.comm_failure = nullptr;
+  d.drain();
+  for (Impl::Param& p : d.params) p.reached = false;
+  d.armed = false;
+  d.local_forwards = 0;
+  d.reset_backward();
+}
+
+void Reducer::broadcast_state(int root) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.in_backward) throw std::logic_error(kWho + ": state broadcast while a backward is due");
+  ::torch::NoGradGuard no_grad;
+  for (Impl::Param& p : d.params) d.broadcast_from(p.tensor, root);
+  for (auto& [name, t] : d.buffers) d.broadcast_from(t, root);
 }
 
 void Reducer::set_sync(bool on) { impl_->sync = on; }

@@ -36,6 +36,7 @@
 
 #include <torch/torch.h>
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -84,6 +85,17 @@ class Reducer {
   // ranks' .grad of it is released after the backward).
   Context::Impl& context() const;
   void reduce_to_owners(const std::function<int(const at::Tensor&)>& owner_of);
+  bool reduces_to_owners() const;
+
+  // For ElasticLoop (elastic.h), after a collective failed and the communicator was
+  // aborted: waits for the buckets in flight (they end at once) and forgets the
+  // interrupted backward, so the step can run again; then, over the next generation's
+  // communicator, every rank takes `root`'s parameters and buffers (collective).
+  void abandon_backward();
+  void broadcast_state(int root);
+  // The communication error the last backward failed with, if any (then cleared): autograd
+  // may rethrow it wrapped.
+  std::exception_ptr take_comm_failure();
 
   struct Impl;
 
