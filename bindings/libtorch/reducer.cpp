@@ -45,6 +45,21 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// gradient_as_bucket_view: a tensor over `count` elements of `flat` from `offset`, shaped
+// like `param`, sharing the bucket's storage but not an autograd view of it (libtorch's
+// Optimizer::zero_grad calls detach_() on every .grad, which a view refuses).
+at::Tensor alias_in(const at::Tensor& flat, int64_t offset, const at::Tensor& param) {
+  std::vector<int64_t> strides(param.sizes().size());
+  int64_t stride = 1;
+  for (size_t d = strides.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= param.sizes()[d];
+  }
+  at::Tensor t = at::empty({0}, flat.options());
+  t.set_(flat.storage(), flat.storage_offset() + offset, param.sizes(), strides);
+  return t;
+}
+
 std::string describe(const std::string& name, const at::Tensor& t) {
   std::ostringstream s;
   s << name << ' ' << c10::toString(t.scalar_type()) << ' ' << t.sizes() << ';';
@@ -234,10 +249,15 @@ struct Reducer::Impl {
     // An unused parameter counts as zero, unless no_sync backwards left it a gradient.
     const at::Tensor& grad = p.tensor.grad();
     p.contributed = grad.defined();
-    if (p.contributed)
+    // gradient_as_bucket_view: a .grad that is already its slot (autograd accumulated into
+    // it in place: zero_grad(false), or no_sync backwards) needs no copy; another becomes it.
+    const bool in_slot = p.contributed && grad.data_ptr() == slot.data_ptr();
+    if (p.contributed && !in_slot)
       slot.copy_(grad.reshape({-1}));
-    else
+    else if (!p.contributed)
       slot.zero_();
+    if (options.gradient_as_bucket_view && p.contributed && !in_slot)
+      p.tensor.mutable_grad() = alias_in(b.flat, p.offset, p.tensor);
     if (--b.pending == 0 && options.overlap) launch_in_order();
   }
 
@@ -336,7 +356,10 @@ struct Reducer::Impl {
       }
       const at::Tensor avg = buckets[p.bucket].flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.sizes());
       at::Tensor& grad = p.tensor.mutable_grad();
-      if (grad.defined())
+      if (options.gradient_as_bucket_view) {
+        // The average is in place already where .grad is the slot.
+        if (!grad.defined() || grad.data_ptr() != avg.data_ptr()) grad = alias_in(buckets[p.bucket].flat, p.offset, p.tensor);
+      } else if (grad.defined())
         grad.copy_(avg);
       else
         grad = avg.clone();
@@ -426,6 +449,9 @@ void Reducer::reduce_to_owners(const std::function<int(const at::Tensor&)>& owne
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mu);
   if (d.in_backward) throw std::logic_error(kWho + ": gradients routed to their owners while a backward is due");
+  if (d.options.gradient_as_bucket_view)
+    throw std::logic_error(kWho + ": gradient_as_bucket_view with ZeroRedundancyOptimizer stage 2, which releases the "
+                                  "gradients a rank does not own: construct the wrapper without it");
   std::vector<int> owner;
   for (const Impl::Param& p : d.params) {
     const int r = owner_of(p.tensor);

@@ -29,6 +29,8 @@
 //                traced from forward's outputs, the unused ones count as zero, and a
 //                parameter no rank used keeps no gradient (as PyTorch).
 //   backend      Context::switch_backend between steps moves the wrapper with it.
+//   views        gradient_as_bucket_view: each .grad is made a view into its bucket at its
+//                hook, so the averages need no copy back (and, zeroed in place, no copy in).
 // Tensors: CPU or CUDA, float32/float64/float16/bfloat16 (one bucket per dtype and
 // device run); CUDA buckets go to the communicator as device buffers (NCCL reduces them
 // there, tcp and a non-CUDA-aware MPI stage them through host memory).
@@ -54,6 +56,11 @@ struct DdpOptions {
   bool broadcast_buffers = true;     // rank 0's buffers before each training forward
   bool find_unused_parameters = false;
   bool overlap = true;               // false: every bucket after backward (for measurements)
+  // Each .grad becomes a view into its bucket (PyTorch's option of that name): the
+  // averages are in .grad when the bucket's allreduce ends, with no copy back; and with
+  // optimizer.zero_grad(false) (zeroed in place, not released) autograd accumulates into
+  // the bucket, with no copy in either. Not with ZeRO stage 2.
+  bool gradient_as_bucket_view = false;
 };
 
 // What the last synchronised backward spent on communication.
