@@ -156,7 +156,19 @@ ElasticSummary ElasticLoop::run(int64_t steps, const std::function<void(const El
     bool& flag;
     ~Done() { flag = false; }
   } done{d.running};
-  while (d.completed < steps) {
+  for (;;) {
+    if (d.completed >= steps) {
+      // Every member must be done before any returns: one that failed the last step after
+      // another completed it needs that one's state, which leaves with its process.
+      try {
+        d.comm().barrier();
+        break;
+      } catch (const std::exception& e) {
+        if (!peer_failure(e)) throw;
+        d.reform(e.what());
+        continue;
+      }
+    }
     const Membership& m = membership(d.ctx, kWho);
     try {
       step(ElasticStep{d.completed, m.rank, m.size(), m.generation});

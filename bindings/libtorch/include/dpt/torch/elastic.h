@@ -33,6 +33,8 @@
 //              is lost, and the failed step is run again by the new group.
 //   on_reform  then the callback, on every member (say, to rebuild a data loader for
 //              the new rank and world size), and the steps go on.
+//   end        a barrier (re-formed like a step if it fails), so that no member returns
+//              and exits while another that failed the last step still needs its state.
 // What the step function must do, for the re-run step to equal the one that failed:
 //   - take its samples from (step, rank, world_size) (or from what on_reform reset), so
 //     the new group shares out the failed step's samples again;
