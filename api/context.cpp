@@ -1,8 +1,11 @@
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 #include "api/context_impl.h"
+#include "api/trainer/elastic_setup.h"
 #include "backends/registry.h"
+#include "comm/launch/env.h"
 #include "comm/algorithms/algo.h"
 #include "parallel/parallel_strategy.h"
 #include "train/cpu_threads_setup.h"
@@ -18,6 +21,11 @@ std::string flag_value(int argc, char** argv, const char* name) {
     if (argv[i][n] == '\0' && i + 1 < argc && argv[i + 1]) return argv[i + 1];
   }
   return {};
+}
+bool has_flag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc && argv[i]; ++i)
+    if (std::strcmp(argv[i], name) == 0) return true;
+  return false;
 }
 ReduceOp reduce_op(Reduce op) {
   switch (op) {
@@ -41,6 +49,7 @@ int Context::local_rank() const { return impl_->launch.local_rank; }
 int Context::local_size() const { return impl_->launch.local_size; }
 std::string Context::backend() const { return impl_->comm->backend_name(); }
 std::string Context::threads() const { return impl_->threads; }
+bool Context::elastic() const { return impl_->elastic != nullptr; }
 
 void Context::barrier() { impl_->comm->barrier(); }
 void Context::allreduce(std::span<float> values, Reduce op) {
@@ -54,6 +63,9 @@ void Context::broadcast(std::span<float> values, int root) {
 }
 
 void Context::switch_backend(const std::string& name) {
+  if (impl_->elastic)
+    throw std::logic_error("dpt::Context::switch_backend: the context is elastic (InitOptions::elastic): its generations "
+                           "are built on the tcp backend in launch --elastic's store, and cannot switch to '" + name + "'");
   for (const Impl::Wrapper* w : impl_->wrappers)
     if (*w->in_backward)
       throw std::logic_error("dpt::Context::switch_backend: " + w->name +
@@ -91,7 +103,22 @@ Context init(int argc, char** argv, InitOptions options) {
   impl->options = CommOptions::from_env();
   if (!options.algorithm.empty()) impl->options.algo = parse_algo(options.algorithm);
   impl->launch = detect_launch();
-  impl->comm = backends::create(backend, impl->options);
+  if (options.elastic || has_flag(argc, argv, "--elastic")) {
+    // train --elastic's start (elastic_setup.h), refusing what the elastic loop cannot do.
+    if (backend != "tcp" && backend != "auto")
+      throw std::invalid_argument("dpt::init: InitOptions::elastic runs on the tcp backend only (an MPI world cannot "
+                                  "shrink), not '" + backend + "'");
+    if (const char* id = std::getenv(env::kElasticId); !id || !*id)
+      throw std::invalid_argument("dpt::init: InitOptions::elastic (or --elastic) needs the rendezvous store of "
+                                  "build/bin/launch --elastic, but this process was started by '" + impl->launch.source +
+                                  "' (" + env::kElasticId + " is not set), which cannot re-form a job: start it as "
+                                  "build/bin/launch --elastic -n MIN:MAX PROGRAM, or leave elastic out");
+    auto setup = train::elastic_setup(impl->options, "dpt::init with InitOptions::elastic");
+    impl->comm = std::move(setup->comm);  // refusing newcomers, elastic_setup always returns a group
+    impl->elastic = std::make_shared<train::ElasticSetup>(std::move(*setup));
+  } else {
+    impl->comm = backends::create(backend, impl->options);
+  }
   return Context(std::move(impl));
 }
 

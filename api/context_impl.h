@@ -1,6 +1,7 @@
 // dpt::Context's state (dpt/init.h): the communicator in use, those a backend switch
 // retired (kept alive: a wrapper's strategy may still hold a pointer until it moved), the
-// launch, and the wrappers to move at a switch.
+// launch, the wrappers to move at a switch, and under launch --elastic the job's
+// membership (api/context_elastic.h re-forms it).
 #pragma once
 
 #include <memory>
@@ -13,6 +14,9 @@
 
 namespace dpt {
 class ParallelStrategy;
+}
+namespace train {
+struct ElasticSetup;
 }
 
 struct dpt::Context::Impl {
@@ -28,4 +32,5 @@ struct dpt::Context::Impl {
   ::dpt::LaunchInfo launch;
   std::string threads;
   std::vector<Wrapper*> wrappers;
+  std::shared_ptr<::train::ElasticSetup> elastic;  // null: a fixed-size world
 };

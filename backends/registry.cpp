@@ -109,7 +109,8 @@ std::unique_ptr<Communicator> create(const std::string& requested, CommOptions o
   if (const char* id = std::getenv(env::kElasticId); id && *id)
     throw std::invalid_argument(std::string("this process was started by launch --elastic (") + env::kElasticId + "=" + id +
                                 "), whose launcher serves the rendezvous store on MASTER_PORT, but it asked for a "
-                                "fixed-size '" + requested + "' world: only train --elastic runs under launch --elastic; "
+                                "fixed-size '" + requested + "' world: only train --elastic and programs whose dpt::init is "
+                                "given InitOptions::elastic (or --elastic) run under launch --elastic; "
                                 "start this program with a plain build/bin/launch -n N");
   const LaunchInfo li = detect_launch();
   const Entry& e = entry_for(requested, li);

@@ -12,7 +12,7 @@ args="--layers 8 --width 1024 --batch 32 --steps 30 --warmup 5"
 export OMP_NUM_THREADS=1
 for n in $ranks; do
   over=(); (( n > $(nproc) )) && over=(--oversubscribe)
-  for mode in dpt dpt-after per-param; do
+  for mode in dpt dpt-view dpt-zero dpt-after per-param; do
     "$build/bin/launch" -n "$n" "$build/bin/libtorch_ddp_step" --mode "$mode" $args --backend tcp
   done
   if [[ -n $(command -v mpirun) ]]; then

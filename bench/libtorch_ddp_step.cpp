@@ -1,12 +1,14 @@
-// Step time of a libtorch program made distributed three ways, on one model and batch:
+// Step time of a libtorch program made distributed several ways, on one model and batch:
 //   dpt        dpt::torch::DistributedDataParallel (buckets launched during backward)
+//   dpt-view   the same with gradient_as_bucket_view and zero_grad(false): no gradient copied
+//   dpt-zero   dpt with zero_grad(false) (gradients zeroed in place, not released), no views
 //   dpt-after  the same buckets, all launched after backward (overlap off)
 //   per-param  pytorch/examples' C++ way: after backward, one blocking allreduce per
 //              gradient (here on dpt's communicator, as the example does with MPI)
 // The model is an MLP deep enough for backward to outlast the first buckets' reduction
 // (--layers x --width, ReLU). Prints samples/s per rank and, for dpt, the share of the
 // communication hidden behind backward: 1 - exposed / comm (DdpStats).
-//   launch -n 2 libtorch_ddp_step --mode dpt|dpt-after|per-param [--layers 8 --width 1024
+//   launch -n 2 libtorch_ddp_step --mode dpt|dpt-view|dpt-zero|dpt-after|per-param [--layers 8 --width 1024
 //        --batch 32 --steps 30 --warmup 5]
 #include <dpt/init.h>
 #include <dpt/torch/ddp.h>
@@ -51,6 +53,8 @@ int main(int argc, char** argv) {
   DeepMlp net(layers, width);
   dpt::torch::DdpOptions o;
   o.overlap = mode != "dpt-after";
+  // dpt-view: .grad as views into the buckets, zeroed in place, so no gradient is copied.
+  o.gradient_as_bucket_view = mode == "dpt-view";
   std::optional<dpt::torch::DistributedDataParallel<DeepMlpImpl>> ddp;
   if (mode != "per-param") ddp.emplace(net, ctx, o);
   torch::optim::SGD opt(net->parameters(), 1e-4);
@@ -59,7 +63,7 @@ int main(int argc, char** argv) {
   for (int step = 0; step < warmup + steps; ++step) {
     ctx.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    opt.zero_grad();
+    opt.zero_grad(/*set_to_none=*/mode != "dpt-view" && mode != "dpt-zero");
     const torch::Tensor out = ddp ? ddp->forward(x) : net->forward(x);
     torch::mse_loss(out, y).backward();
     if (!ddp)

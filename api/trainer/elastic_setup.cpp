@@ -65,7 +65,7 @@ void check_elastic_launch(bool elastic) {
   }
 }
 
-std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
+std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options, const std::string& refuse_join) {
   const std::string id = required_env(dpt::env::kElasticId);
   const std::string addr = required_env("MASTER_ADDR");
   const int port = env_int("MASTER_PORT");
@@ -114,6 +114,10 @@ std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options) {
                                        "): node 0's launcher, which serves it, has ended or this host is cut off");
   }
   s.joining = current >= 0;
+  if (s.joining && !refuse_join.empty())
+    throw dpt::ElasticError("elastic: " + id + " found the job running (generation " + std::to_string(current) + "), but " +
+                            refuse_join + " cannot take a restarted process back into a running group: start the job "
+                            "without --max-restarts");
   for (;;) {
     s.membership = s.rendezvous->form(s.joining ? current + 1 : 0, -1);
     if (!s.membership.excluded()) {

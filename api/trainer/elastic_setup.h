@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "comm/communicator.h"
 #include "comm/store/elastic_membership.h"
@@ -35,6 +36,9 @@ void check_elastic_launch(bool elastic);
 // Throws std::invalid_argument naming what is missing (not started by launch --elastic);
 // std::nullopt when the job finished before this process could join. A newcomer whose
 // generation's communicator fails to form (a member died meanwhile) arrives in the next.
-std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options);
+// `refuse_join` (non-empty: who asks) makes a process that finds the job running throw
+// dpt::ElasticError saying so, before it arrives: a program that cannot take in a
+// newcomer's state (dpt::torch::ElasticLoop) must not leave an arrival the members wait for.
+std::optional<ElasticSetup> elastic_setup(const dpt::CommOptions& options, const std::string& refuse_join = "");
 
 }  // namespace train

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 
 #include "api/context_impl.h"
 #include "backends/registration.h"
@@ -42,6 +43,21 @@ const std::string kWho = "dpt::torch::DistributedDataParallel";
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// gradient_as_bucket_view: a tensor over `count` elements of `flat` from `offset`, shaped
+// like `param`, sharing the bucket's storage but not an autograd view of it (libtorch's
+// Optimizer::zero_grad calls detach_() on every .grad, which a view refuses).
+at::Tensor alias_in(const at::Tensor& flat, int64_t offset, const at::Tensor& param) {
+  std::vector<int64_t> strides(param.sizes().size());
+  int64_t stride = 1;
+  for (size_t d = strides.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= param.sizes()[d];
+  }
+  at::Tensor t = at::empty({0}, flat.options());
+  t.set_(flat.storage(), flat.storage_offset() + offset, param.sizes(), strides);
+  return t;
 }
 
 std::string describe(const std::string& name, const at::Tensor& t) {
@@ -129,10 +145,11 @@ struct Reducer::Impl {
     ctx.wrappers.push_back(&registration);
   }
 
-  void broadcast_from_0(at::Tensor& t) {
+  void broadcast_from_0(at::Tensor& t) { broadcast_from(t, 0); }
+  void broadcast_from(at::Tensor& t, int root) {
     if (comm().size() == 1 || t.numel() == 0) return;
     at::Tensor dense = t.contiguous();
-    comm().broadcast(whole(dense), 0);
+    comm().broadcast(whole(dense), root);
     if (!dense.is_same(t)) t.copy_(dense);
   }
 
@@ -175,10 +192,23 @@ struct Reducer::Impl {
       std::weak_ptr<Impl*> weak = self;
       acc->add_post_hook(std::make_unique<::torch::autograd::utils::LambdaPostHook>(
           [weak, i](const ::torch::autograd::variable_list& outputs, const ::torch::autograd::variable_list&) {
-            if (auto s = weak.lock(); s && *s) (*s)->on_gradient(i);
+            if (auto s = weak.lock(); s && *s) (*s)->noting_failure([&] { (*s)->on_gradient(i); });
             return outputs;
           }));
       accumulators.push_back(std::move(acc));
+    }
+  }
+
+  // A communication error inside backward reaches the caller of loss.backward() through
+  // autograd's engine, which may wrap it; ElasticLoop asks here what it was.
+  std::exception_ptr comm_failure;
+  template <class F>
+  void noting_failure(F&& f) {
+    try {
+      f();
+    } catch (const CommError&) {
+      comm_failure = std::current_exception();
+      throw;
     }
   }
 
@@ -201,7 +231,7 @@ struct Reducer::Impl {
     first_hook = Clock::now();
     std::weak_ptr<Impl*> weak = self;
     ::torch::autograd::Engine::get_default_engine().queue_callback([weak] {
-      if (auto s = weak.lock(); s && *s) (*s)->finish();
+      if (auto s = weak.lock(); s && *s) (*s)->noting_failure([&] { (*s)->finish(); });
     });
     if (running_syncs && options.find_unused_parameters)
       for (size_t k = 0; k < params.size(); ++k)
@@ -219,10 +249,15 @@ struct Reducer::Impl {
     // An unused parameter counts as zero, unless no_sync backwards left it a gradient.
     const at::Tensor& grad = p.tensor.grad();
     p.contributed = grad.defined();
-    if (p.contributed)
+    // gradient_as_bucket_view: a .grad that is already its slot (autograd accumulated into
+    // it in place: zero_grad(false), or no_sync backwards) needs no copy; another becomes it.
+    const bool in_slot = p.contributed && grad.data_ptr() == slot.data_ptr();
+    if (p.contributed && !in_slot)
       slot.copy_(grad.reshape({-1}));
-    else
+    else if (!p.contributed)
       slot.zero_();
+    if (options.gradient_as_bucket_view && p.contributed && !in_slot)
+      p.tensor.mutable_grad() = alias_in(b.flat, p.offset, p.tensor);
     if (--b.pending == 0 && options.overlap) launch_in_order();
   }
 
@@ -321,7 +356,10 @@ struct Reducer::Impl {
       }
       const at::Tensor avg = buckets[p.bucket].flat.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.sizes());
       at::Tensor& grad = p.tensor.mutable_grad();
-      if (grad.defined())
+      if (options.gradient_as_bucket_view) {
+        // The average is in place already where .grad is the slot.
+        if (!grad.defined() || grad.data_ptr() != avg.data_ptr()) grad = alias_in(buckets[p.bucket].flat, p.offset, p.tensor);
+      } else if (grad.defined())
         grad.copy_(avg);
       else
         grad = avg.clone();
@@ -411,6 +449,9 @@ void Reducer::reduce_to_owners(const std::function<int(const at::Tensor&)>& owne
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mu);
   if (d.in_backward) throw std::logic_error(kWho + ": gradients routed to their owners while a backward is due");
+  if (d.options.gradient_as_bucket_view)
+    throw std::logic_error(kWho + ": gradient_as_bucket_view with ZeroRedundancyOptimizer stage 2, which releases the "
+                                  "gradients a rank does not own: construct the wrapper without it");
   std::vector<int> owner;
   for (const Impl::Param& p : d.params) {
     const int r = owner_of(p.tensor);
@@ -420,6 +461,30 @@ void Reducer::reduce_to_owners(const std::function<int(const at::Tensor&)>& owne
     owner.push_back(r);
   }
   d.owner = std::move(owner);
+}
+
+bool Reducer::reduces_to_owners() const { return !impl_->owner.empty(); }
+
+std::exception_ptr Reducer::take_comm_failure() { return std::exchange(impl_->comm_failure, nullptr); }
+
+void Reducer::abandon_backward() {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.comm_failure = nullptr;
+  d.drain();
+  for (Impl::Param& p : d.params) p.reached = false;
+  d.armed = false;
+  d.local_forwards = 0;
+  d.reset_backward();
+}
+
+void Reducer::broadcast_state(int root) {
+  Impl& d = *impl_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.in_backward) throw std::logic_error(kWho + ": state broadcast while a backward is due");
+  ::torch::NoGradGuard no_grad;
+  for (Impl::Param& p : d.params) d.broadcast_from(p.tensor, root);
+  for (auto& [name, t] : d.buffers) d.broadcast_from(t, root);
 }
 
 void Reducer::set_sync(bool on) { impl_->sync = on; }

@@ -68,6 +68,10 @@ struct ZeroRedundancyOptimizer::Impl {
   Impl(Context::Impl& c, std::vector<at::Tensor> p, Factory f, int s)
       : ctx(c), params(std::move(p)), factory(std::move(f)), stage(s) {
     if (!factory) throw std::invalid_argument(kWho + ": the optimizer factory is empty");
+    if (ctx.elastic)
+      throw std::logic_error(kWho + ": the context is elastic (InitOptions::elastic), and a shard lives on one rank "
+                                    "only: dpt::torch::ElasticLoop does not rebuild a dead rank's shard yet; use a "
+                                    "torch::optim optimizer over all the parameters, or a fixed-size job");
     if (stage != 1 && stage != 2)
       throw std::invalid_argument(kWho + ": stage " + std::to_string(stage) + " (1: optimizer state, 2: + gradients)");
     for (size_t k = 0; k < params.size(); ++k) check_dense(params[k], kWho + ": parameter " + std::to_string(k));

@@ -17,6 +17,12 @@
 //   backend     "mpi", "tcp", "nccl" or "auto" (mpi under an MPI launcher, else tcp):
 //               options.backend, else a `--backend NAME` argument, else COMM_BACKEND,
 //               else "auto".
+//   elastic     options.elastic or an `--elastic` argument: under `build/bin/launch
+//               --elastic` the context is generation 0 of an elastic job (the tcp backend
+//               meeting in the launcher's store, docs/elastic.md); a libtorch loop run by
+//               dpt::torch::ElasticLoop (dpt/torch/elastic.h) then survives a dead rank.
+//               Refused under any other launcher, and launch --elastic refuses a context
+//               made without it (its launcher serves MASTER_PORT itself).
 // Errors (a malformed variable, an unknown backend, a peer that never comes) are
 // std::runtime_error / std::invalid_argument naming what is wrong.
 #pragma once
@@ -32,6 +38,7 @@ struct InitOptions {
   std::string backend;    // empty: --backend, COMM_BACKEND, "auto"
   int threads = 0;        // compute threads per rank; 0: --threads N, else planned
   std::string algorithm;  // collective algorithm ("ring", "tree", ...); empty: chosen per call
+  bool elastic = false;   // generation 0 of a launch --elastic job; also set by an `--elastic` argument
 };
 
 enum class Reduce { sum, avg, max, min };
@@ -48,6 +55,7 @@ class Context {
   int local_size() const;
   std::string backend() const;  // of the communicator in use ("tcp", "mpi", ...)
   std::string threads() const;  // the thread plan, e.g. "2 threads per rank (2 cores / 1 rank)"
+  bool elastic() const;         // made with InitOptions::elastic under launch --elastic
 
   // Collectives over every rank (blocking).
   void barrier();
@@ -57,7 +65,8 @@ class Context {
   // The run-time backend switch: from now on every wrapper made over this context
   // (DistributedDataParallel, ...) communicates through a new communicator of backend
   // `name` over the same ranks. Collective; only between steps (never with a backward's
-  // communication in flight: std::logic_error names the wrapper).
+  // communication in flight: std::logic_error names the wrapper). Not on an elastic
+  // context (std::logic_error): a re-formed generation is always tcp.
   void switch_backend(const std::string& name);
 
   struct Impl;

@@ -64,7 +64,8 @@ void copy_parameters(const std::vector<torch::Tensor>& from, std::vector<torch::
 // Trains `net` under DDP and `ref` alone on the global batch for `steps` steps; returns
 // the worst relative parameter difference seen after any step.
 template <class Net, class MakeBatch, class LossFn>
-double train_both(Net net, Net ref, MakeBatch make_batch, LossFn loss_fn, int steps, const dpt::torch::DdpOptions& o) {
+double train_both(Net net, Net ref, MakeBatch make_batch, LossFn loss_fn, int steps, const dpt::torch::DdpOptions& o,
+                  bool set_to_none = true) {
   dpt::torch::DistributedDataParallel ddp(net, context(), o);
   copy_parameters(net->parameters(), ref->parameters());
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
@@ -74,7 +75,7 @@ double train_both(Net net, Net ref, MakeBatch make_batch, LossFn loss_fn, int st
   for (int step = 0; step < steps; ++step) {
     const Batch all = make_batch(step, global);
     const Batch mine = rows_of_rank(all);
-    opt.zero_grad();
+    opt.zero_grad(set_to_none);
     loss_fn(ddp.forward(mine.x), mine.y).backward();
     opt.step();
     ref_opt.zero_grad();
@@ -118,6 +119,39 @@ TEST_CASE("buckets: one per parameter, launched after backward, gives the same r
   const double diff = train_both(MnistNet(0.0), MnistNet(0.0), mnist_batch, nll, 5, o);
   INFO("max relative parameter difference " << diff);
   CHECK(diff < kTol);
+}
+
+TEST_CASE("gradient_as_bucket_view: the same training, .grad views into the buckets") {
+  dpt::torch::DdpOptions o;
+  o.gradient_as_bucket_view = true;
+  torch::manual_seed(context().rank());
+  // zero_grad() releases the gradients: each backward's become views at their hook.
+  CHECK(train_both(ToyModel(), ToyModel(), toy_batch, toy_loss, 20, o) < kTol);
+  CHECK(train_both(MnistNet(0.0), MnistNet(0.0), mnist_batch, nll, 20, o) < kTol);
+  // zero_grad(false) zeroes them in place: autograd accumulates into the buckets.
+  CHECK(train_both(MnistNet(0.0), MnistNet(0.0), mnist_batch, nll, 20, o, false) < kTol);
+  o.bucket_cap_mb = o.first_bucket_mb = 1e-6;  // one bucket per parameter, after backward
+  o.overlap = false;
+  CHECK(train_both(MnistNet(0.0), MnistNet(0.0), mnist_batch, nll, 5, o, false) < kTol);
+
+  // The views: two parameters of one bucket are adjacent in it, and stay there.
+  ToyModel net;
+  dpt::torch::DistributedDataParallel ddp(net, context(), dpt::torch::DdpOptions{.gradient_as_bucket_view = true});
+  torch::optim::SGD opt(net->parameters(), 0.01);
+  std::vector<const void*> first;
+  for (int step = 0; step < 2; ++step) {
+    const Batch mine = rows_of_rank(toy_batch(step, kPerRank * context().world_size()));
+    opt.zero_grad(false);
+    toy_loss(ddp.forward(mine.x), mine.y).backward();
+    opt.step();
+    std::vector<const void*> now;
+    for (const auto& p : net->parameters()) now.push_back(p.grad().data_ptr());
+    if (step == 0) first = now;
+    CHECK(now == first);
+  }
+  // net2.bias (last registered) opens the bucket, net2.weight follows it.
+  const auto ps = net->parameters();
+  CHECK(static_cast<const float*>(ps[3].grad().data_ptr()) + ps[3].numel() == ps[2].grad().data_ptr());
 }
 
 TEST_CASE("no_sync: micro-batches accumulated locally, then one synchronised backward, equal one process") {

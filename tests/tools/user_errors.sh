@@ -44,7 +44,7 @@ toy=(--model toy --steps 1)
 # 1. Elastic launcher and trainer disagree.
 expect elastic_launch_plain_train 15 "add --elastic to train's flags" -- \
   "$bin/launch" --elastic -n 2 "$bin/train" "${toy[@]}"
-expect elastic_launch_demo 15 "only train --elastic runs under launch --elastic.*plain build/bin/launch -n N" -- \
+expect elastic_launch_demo 15 "only train --elastic and programs whose dpt::init is given InitOptions::elastic.*plain build/bin/launch -n N" -- \
   "$bin/launch" --elastic -n 2 "$bin/demo" --backend tcp
 expect plain_launch_elastic_train 15 "started by a plain launch or torchrun.*build/bin/launch --elastic -n MIN:MAX" -- \
   "$bin/launch" -n 2 "$bin/train" --elastic "${toy[@]}"

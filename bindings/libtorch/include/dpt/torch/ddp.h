@@ -29,6 +29,8 @@
 //                traced from forward's outputs, the unused ones count as zero, and a
 //                parameter no rank used keeps no gradient (as PyTorch).
 //   backend      Context::switch_backend between steps moves the wrapper with it.
+//   views        gradient_as_bucket_view: each .grad is made a view into its bucket at its
+//                hook, so the averages need no copy back (and, zeroed in place, no copy in).
 // Tensors: CPU or CUDA, float32/float64/float16/bfloat16 (one bucket per dtype and
 // device run); CUDA buckets go to the communicator as device buffers (NCCL reduces them
 // there, tcp and a non-CUDA-aware MPI stage them through host memory).
@@ -36,6 +38,7 @@
 
 #include <torch/torch.h>
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,6 +56,11 @@ struct DdpOptions {
   bool broadcast_buffers = true;     // rank 0's buffers before each training forward
   bool find_unused_parameters = false;
   bool overlap = true;               // false: every bucket after backward (for measurements)
+  // Each .grad becomes a view into its bucket (PyTorch's option of that name): the
+  // averages are in .grad when the bucket's allreduce ends, with no copy back; and with
+  // optimizer.zero_grad(false) (zeroed in place, not released) autograd accumulates into
+  // the bucket, with no copy in either. Not with ZeRO stage 2.
+  bool gradient_as_bucket_view = false;
 };
 
 // What the last synchronised backward spent on communication.
@@ -84,6 +92,17 @@ class Reducer {
   // ranks' .grad of it is released after the backward).
   Context::Impl& context() const;
   void reduce_to_owners(const std::function<int(const at::Tensor&)>& owner_of);
+  bool reduces_to_owners() const;
+
+  // For ElasticLoop (elastic.h), after a collective failed and the communicator was
+  // aborted: waits for the buckets in flight (they end at once) and forgets the
+  // interrupted backward, so the step can run again; then, over the next generation's
+  // communicator, every rank takes `root`'s parameters and buffers (collective).
+  void abandon_backward();
+  void broadcast_state(int root);
+  // The communication error the last backward failed with, if any (then cleared): autograd
+  // may rethrow it wrapped.
+  std::exception_ptr take_comm_failure();
 
   struct Impl;
 
