@@ -44,9 +44,14 @@ std::string clean_reason(const std::string& s) {
 }
 
 void watch(const std::string& host, int port, const std::string& token, int rank, int world) {
+  // The client is never destroyed and the thread never returns: it is detached, so the
+  // process may be exiting (static destructors, OpenSSL's own clean-up) when the store
+  // closes under it, and tearing down a connection then crashed the process (seen: a
+  // libtorch program's rank 1 with SIGSEGV after its last step). Parked, it touches nothing.
   try {
-    TcpStoreClient store(host, port, env::rendezvous_timeout(), ErrorContext{rank, world, "store", "flight request", -1, -1},
-                         token);
+    auto* client = new TcpStoreClient(host, port, env::rendezvous_timeout(),
+                                      ErrorContext{rank, world, "store", "flight request", -1, -1}, token);
+    TcpStoreClient& store = *client;
     store.set(kWorldKey, std::to_string(world));
     // Requests made before this process started are not its to answer.
     int64_t next = store.add(kCounterKey, 0) + 1;
@@ -73,6 +78,7 @@ void watch(const std::string& host, int port, const std::string& token, int rank
     // The store went away (rank 0, which serves it, ended: the job is over) or refused
     // us: nothing more will be asked. Silent, as the job's own errors say what happened.
   }
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 Millis left_until(Clock::time_point deadline) {
@@ -93,6 +99,7 @@ void watch_flight_requests(const std::string& host, int port, const std::string&
     }
     // Detached: it holds only its own copies and its own connection, and stays parked in
     // the server until the store closes it (process exit ends it where that comes first).
+    // (OpenSSL is told at load to keep its state until exit: comm/net/hmac.cpp.)
     std::thread(watch, host, port, token, li.rank, li.world_size).detach();
   });
 }

@@ -9,6 +9,18 @@
 
 namespace dpt::crypto {
 
+namespace {
+// OpenSSL frees its global state (locks, the random generator) from an atexit handler.
+// Threads of ours may still use it while the process exits: the flight-request watcher
+// (comm/dispatch/flight_request.cpp) reconnecting to a store that just closed crashed a
+// libtorch program's rank at exit in RAND_bytes on freed locks. Initialised first, at load,
+// with no atexit clean-up, OpenSSL's state lives until the process is gone.
+const bool openssl_without_atexit = [] {
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+  return true;
+}();
+}  // namespace
+
 Mac hmac_sha256(std::string_view key, std::string_view data) {
   Mac out{};
   unsigned int len = 0;
