@@ -21,8 +21,8 @@
 // dissemination barrier talks to ranks at distance 1, 2, 4...), so each rank needs its
 // two ring neighbours only.
 // --expect-connections N: exit 5 unless this rank made exactly N connections and holds no
-// more sockets than those, its listener and its store client (rank 0: and the store
-// server's listener and connections).
+// more sockets than those, its listener, its store client and its flight-request watcher's
+// store connection (rank 0: and the store server's listener and its connections).
 // --exit-rank R: rank R leaves (exit 0, no goodbye) right after building the
 // communicator, before it connected to anyone on demand: the others must fail promptly
 // with an error naming a rank instead of waiting out COMM_TIMEOUT_S.
@@ -54,11 +54,15 @@
 
 #include "backends/registry.h"
 #include "backends/tcp/tcp_communicator.h"
+#include "comm/launch/env.h"
 
 using namespace dpt;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// The tcp world starts this process's flight-request watcher unless recording is off.
+bool flight_watcher_on() { return env::get_bool("DPT_FLIGHT"); }
 
 int socket_fds() {
   int n = 0;
@@ -222,15 +226,20 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (!ok) return 4;
     // The counter is the backend's word; the open sockets are the kernel's. Besides its
-    // connections a rank holds its listener and its store client; rank 0 also the store
-    // server's listener and one accepted connection per rank. A connector that dialed
-    // every rank at start and only counted the ones it used would hold more.
+    // connections a rank holds its listener, its store client and the flight-request
+    // watcher's own store connection (parked in a get: comm/dispatch/flight_request.h;
+    // none with DPT_FLIGHT=0); rank 0 also the store server's listener and two accepted
+    // connections per rank. A connector that dialed every rank at start and only counted
+    // the ones it used would hold more.
     const int sockets = socket_fds();
-    const int allowed = int(expect) + 2 + (comm->rank() == 0 ? comm->size() + 1 : 0);
+    const int per_rank_store = flight_watcher_on() ? 2 : 1;
+    const int allowed =
+        int(expect) + 1 + per_rank_store + (comm->rank() == 0 ? per_rank_store * comm->size() + 1 : 0);
     if (expect >= 0 && sockets > allowed) {
       std::fprintf(stderr, "rank %d holds %d sockets, at most %d expected (%ld connections, its listener, its store "
-                   "client%s)\n", comm->rank(), sockets, allowed, expect,
-                   comm->rank() == 0 ? ", the store server's listener and one connection per rank" : "");
+                   "client%s%s)\n", comm->rank(), sockets, allowed, expect,
+                   per_rank_store == 2 ? ", its flight-request watcher's store connection" : "",
+                   comm->rank() == 0 ? ", the store server's listener and its connections from every rank" : "");
       return 5;
     }
     if (expect >= 0 && connections != expect) {

@@ -5,52 +5,31 @@
 # allows it, and rank 0 re-forms alone and runs every requested step; the final line and
 # the metrics name the eviction. Without --elastic the action is refused naming the flag.
 #
-# How rank 1 is slowed: a CPU limit of 20% of a core (cgroup v1's cpu controller, where it
-# can be written: root), else a busy loop pinned beside it as tests/train/straggler.sh
-# does. The limit is the default because a busy loop did not decide who is slower on a
-# machine shared with other people's work: the kernel's autogroups share a core between
-# sessions, not processes, so another session's build on rank 0's core slowed rank 0 as much
-# as the loop slowed rank 1 (measured with --trace: 1.3x between them), and nobody, or
-# rank 0, was named. A limit holds rank 1 to 20% whatever else runs.
+# Rank 1 is slowed as slow_rank1.sh says (a CPU limit of 20% of a core, else a busy loop).
 #   straggler_evict.sh BIN_DIR
 set -euo pipefail
 bin=$1
+here=$(cd "$(dirname "$0")" && pwd)
 (( $(nproc) >= 2 )) || { echo "SKIP: needs 2 CPUs (one per rank), this process has $(nproc)"; exit 77; }
 tmp=$(mktemp -d)
-busy= job=
-cg=/sys/fs/cgroup/cpu/dpt-straggler-evict-$$
-trap '[[ -n $busy ]] && kill $busy 2>/dev/null; [[ -n $job ]] && kill $job 2>/dev/null && wait $job; rmdir "$cg" 2>/dev/null; rm -rf "$tmp"' EXIT
+source "$here/slow_rank1.sh"
+job=
+trap '[[ -n $job ]] && kill $job 2>/dev/null && wait $job; slow_rank1_release; rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 if "$bin/train" --model cnn --steps 1 --straggler-action evict > "$tmp/refused.log" 2>&1; then fail "evict without --elastic ran"; fi
 grep -q -- "--straggler-action evict needs --elastic" "$tmp/refused.log" || { cat "$tmp/refused.log"; fail "the refusal does not name the flag"; }
 
-# The process launch starts as rank 1 (RANK=1 in its environment).
-rank1_pid() { for p in $(pgrep -P "$1"); do tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx RANK=1 && echo "$p"; done; }
-how=busy
-if mkdir "$cg" 2>/dev/null && echo 20000 > "$cg/cpu.cfs_quota_us" 2>/dev/null; then
-  how="cgroup cpu quota 20000/$(cat "$cg/cpu.cfs_period_us") us"
-else
-  # The CPU launch will bind rank 1 to (it prints its plan before starting anything).
-  cpu1=$("$bin/launch" -n 2 --bind cores true 2>&1 | sed -n 's/.*rank 1: CPU \([0-9]*\).*/\1/p' | head -1)
-  [[ -n $cpu1 ]] || fail "launch did not say rank 1's CPU"
-  taskset -c "$cpu1" sh -c 'while :; do :; done' &
-  busy=$!
-fi
-echo "rank 1 slowed by: $how"
+slow_rank1_prepare "$bin"
+echo "rank 1 slowed by: $slow_how"
 "$bin/launch" --elastic -n 1:2 --max-restarts 1 --bind cores "$bin/train" --elastic --model cnn --steps 80 --log-every 20 \
   --straggler-action evict --metrics-out "$tmp/metrics.jsonl" > "$tmp/run.log" 2>&1 &
 job=$!
-if [[ $how == cgroup* ]]; then
-  pid=
-  for _ in $(seq 200); do pid=$(rank1_pid "$job"); [[ -n $pid ]] && break; sleep 0.05; done
-  [[ -n $pid ]] || fail "rank 1's process not found"
-  echo "$pid" > "$cg/cgroup.procs" || fail "could not move rank 1 ($pid) into $cg"
-fi
+slow_rank1_attach "$job"
 rc=0
 wait $job || rc=$?
 job=
-if [[ -n $busy ]]; then kill $busy; fi; busy=
+slow_rank1_release
 grep -E 'straggler|evict|restart|final:' "$tmp/run.log" | sed 's/ samples_per_s=.* recoveries=/ ... recoveries=/' || true
 [[ $rc == 0 ]] || { tail -n 30 "$tmp/run.log"; fail "the job exited $rc"; }
 line=$(grep -m1 'straggler: evicting rank' "$tmp/run.log" || true)
