@@ -5,13 +5,15 @@
 #                                      nothing set (4 ranks, 2 hosts seen); two 2-task jobs
 #                                      at once on one node (their derived ports differ); the
 #                                      tcp, mpi and PyTorch scripts of docs/slurm.md as written
-#   slurm_jobs.sh REPO BUILD preempt-term|preempt-usr1
+#   slurm_jobs.sh REPO BUILD preempt|preempt-term|preempt-usr1
 #                                      1 node x 2 CPUs: docs/slurm.md's preemptible script
 #                                      stopped mid-run by `scancel --signal=TERM` (the ranks)
-#                                      or by `scancel --batch --signal=USR1` (the batch shell,
-#                                      as --signal=B:USR1@N does): it requeues itself, resumes,
-#                                      and ends with the uninterrupted run's final model, bit
-#                                      for bit, no step lost
+#                                      and (preempt: then, on the same cluster, against the
+#                                      same reference run) by `scancel --batch --signal=USR1`
+#                                      (the batch shell, as --signal=B:USR1@N does): it
+#                                      requeues itself, resumes, and ends with the
+#                                      uninterrupted run's final model, bit for bit, no step
+#                                      lost
 # Exit 77 (skipped, with the reason) where namespaces or the Slurm packages are missing.
 set -u
 repo=$1 build=$2 mode=$3
@@ -96,7 +98,7 @@ srun)
     echo "ok   docs/slurm.md script $n ($(head -3 "$work/doc$n.sh" | sed -n 's/#SBATCH --job-name=//p')): $finals run(s) finished"
   done
   ;;
-preempt-term|preempt-usr1)
+preempt|preempt-term|preempt-usr1)
   SLURM_KILL_WAIT=30 slurm_up 1 2
   rc=$?
   trap cleanup EXIT   # slurm_up set its own
@@ -109,7 +111,9 @@ preempt-term|preempt-usr1)
   slurm_wait_job "$id" 240 || fail "the uninterrupted job did not finish"
   grep -q "restart 0: srun exited 0" "$work/dpt-reference-$id.out" || { cat "$work/dpt-reference-$id.out"; fail "the uninterrupted job failed"; }
   [[ -f $work/ckpt-reference/model.safetensors ]] || fail "the uninterrupted job wrote no final model"
-  for how in ${mode#preempt-}; do
+  hows=${mode#preempt-}
+  [[ $mode == preempt ]] && hows="term usr1"
+  for how in $hows; do
     rm -rf "$work/ckpt-preemptible"
     id=$(submit preemptible.sh)
     out=$work/dpt-preemptible-$id.out
@@ -133,5 +137,5 @@ preempt-term|preempt-usr1)
     echo "ok   $how: stopped after step $at ($(awk -v a="$sent" -v b="$stopped" 'BEGIN {printf "%.1f", b - a}') s from the signal to the stop line), requeued, resumed at step $at (0 steps lost), final model bitwise the uninterrupted run's"
   done
   ;;
-*) echo "slurm_jobs.sh: unknown mode '$mode' (srun, preempt-term, preempt-usr1)"; exit 2 ;;
+*) echo "slurm_jobs.sh: unknown mode '$mode' (srun, preempt, preempt-term, preempt-usr1)"; exit 2 ;;
 esac
