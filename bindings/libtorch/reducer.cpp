@@ -7,7 +7,9 @@
 //             accumulators are held here: autograd keeps only a weak reference, and a
 //             re-created accumulator would lose the hook.
 //   bucket    whole parameters of one dtype and device, in reverse registration order
-//             (backward's order), copied into one flat tensor as their hooks fire; the
+//             (backward's usual order) until the first synchronised backward, then in the
+//             order its gradients arrived on rank 0 (rebuild_buckets), copied into one
+//             flat tensor as their hooks fire; the
 //             bucket's allreduce (avg) is queued when its last parameter is in, strictly
 //             in bucket order (collectives must be issued alike on every rank), and runs
 //             on the communicator's worker thread while backward goes on.
@@ -107,6 +109,9 @@ struct Reducer::Impl {
   bool running = false;       // between a backward's first hook and its finish
   bool running_syncs = false;
   size_t next_launch = 0;
+  size_t arrived = 0;             // parameters ready in this backward
+  std::vector<size_t> arrival;    // their order, kept until the buckets are rebuilt
+  bool rebuilt = false;
   Clock::time_point first_hook;
   DdpStats stats;
 
@@ -138,7 +143,9 @@ struct Reducer::Impl {
       for (Param& p : params) broadcast_from_0(p.tensor);
       for (auto& [name, t] : buffers) broadcast_from_0(t);
     }
-    plan_buckets();
+    std::vector<size_t> reverse_registration(params.size());
+    for (size_t k = 0; k < params.size(); ++k) reverse_registration[k] = params.size() - 1 - k;
+    plan_buckets(reverse_registration);
     register_hooks();
     registration.name = kWho;
     registration.in_backward = &in_backward;
@@ -153,12 +160,12 @@ struct Reducer::Impl {
     if (!dense.is_same(t)) t.copy_(dense);
   }
 
-  // Reverse registration order; a new bucket at a dtype/device change or at the cap.
-  void plan_buckets() {
+  // The parameters in `order`; a new bucket at a dtype/device change or at the cap.
+  void plan_buckets(const std::vector<size_t>& order) {
     const double first_cap = options.first_bucket_mb * 1024 * 1024, cap = options.bucket_cap_mb * 1024 * 1024;
     std::vector<std::vector<size_t>> groups;
     double bytes = 0;
-    for (size_t k = params.size(); k-- > 0;) {
+    for (size_t k : order) {
       const at::Tensor& t = params[k].tensor;
       const bool fits = !groups.empty() &&
                         t.scalar_type() == params[groups.back().front()].tensor.scalar_type() &&
@@ -171,6 +178,7 @@ struct Reducer::Impl {
       groups.back().push_back(k);
       bytes += double(t.numel()) * double(t.element_size());
     }
+    buckets.clear();
     for (const auto& g : groups) {
       Bucket b;
       int64_t n = 0;
@@ -184,6 +192,54 @@ struct Reducer::Impl {
       b.pending = g.size();
       buckets.push_back(std::move(b));
     }
+  }
+
+  // The parameters in bucket order, as plan_buckets takes them.
+  std::vector<size_t> layout() const {
+    std::vector<size_t> order;
+    for (const Bucket& b : buckets) order.insert(order.end(), b.params.begin(), b.params.end());
+    return order;
+  }
+
+  // Lays the buckets out in `order` between backwards (nothing in flight). A .grad that is
+  // a view of its old bucket (gradient_as_bucket_view) moves into its new slot.
+  void relayout(const std::vector<size_t>& order) {
+    std::vector<at::Tensor> moving(params.size());
+    if (options.gradient_as_bucket_view)
+      for (size_t k = 0; k < params.size(); ++k) moving[k] = params[k].tensor.grad();
+    plan_buckets(order);
+    ::torch::NoGradGuard no_grad;
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (!moving[k].defined()) continue;
+      Param& p = params[k];
+      buckets[p.bucket].flat.narrow(0, p.offset, p.tensor.numel()).copy_(moving[k].reshape({-1}));
+      p.tensor.mutable_grad() = alias_in(buckets[p.bucket].flat, p.offset, p.tensor);
+    }
+  }
+
+  // Rank 0's `order` (a permutation of the parameters) on every rank.
+  std::vector<size_t> agree_on(const std::vector<size_t>& order, int root) {
+    std::vector<int64_t> wire(order.begin(), order.end());
+    if (comm().size() > 1) comm().broadcast(make_buffer(wire.data(), wire.size()), root);
+    std::vector<size_t> agreed(wire.begin(), wire.end());
+    std::vector<bool> seen(params.size(), false);
+    for (size_t k : agreed) {
+      if (k >= params.size() || seen[k])
+        throw std::runtime_error(kWho + ": rank " + std::to_string(root) +
+                                 "'s bucket order is not a permutation of this rank's parameters");
+      seen[k] = true;
+    }
+    return agreed;
+  }
+
+  // After the first synchronised backward: the buckets in rank 0's arrival order.
+  void rebuild_from_arrival() {
+    rebuilt = true;
+    if (arrival.size() != params.size()) return;  // cannot happen: finish checked every parameter
+    const std::vector<size_t> order = agree_on(arrival, 0);
+    arrival.clear();
+    arrival.shrink_to_fit();
+    if (order != layout()) relayout(order);
   }
 
   void register_hooks() {
@@ -226,6 +282,7 @@ struct Reducer::Impl {
                              "call ddp.forward(...) (or the module itself under ddp.no_sync())");
     running = true;
     running_syncs = armed;
+    stats.launched_early = 0;
     armed = false;
     if (!running_syncs) --local_forwards;
     first_hook = Clock::now();
@@ -244,6 +301,8 @@ struct Reducer::Impl {
       throw std::logic_error(kWho + ": parameter '" + p.name +
                              "' got a gradient twice in one backward (a module used by two backwards at once?)");
     p.ready = true;
+    ++arrived;
+    if (!rebuilt && options.rebuild_buckets) arrival.push_back(i);
     Bucket& b = buckets[p.bucket];
     at::Tensor slot = b.flat.narrow(0, p.offset, p.tensor.numel());
     // An unused parameter counts as zero, unless no_sync backwards left it a gradient.
@@ -267,6 +326,7 @@ struct Reducer::Impl {
 
   void launch(Bucket& b) {
     b.launched_at = Clock::now();
+    if (arrived < params.size()) ++stats.launched_early;
     const Buffer buf = whole(b.flat);
     if (owner.empty()) {
       b.works.push_back(comm().allreduce_async(buf, buf, ReduceOp::avg));
@@ -308,6 +368,8 @@ struct Reducer::Impl {
     for (Param& p : params) p.ready = false;
     for (Bucket& b : buckets) b.pending = b.params.size();
     next_launch = 0;
+    arrived = 0;
+    if (!rebuilt) arrival.clear();
     running = running_syncs = false;
     in_backward = armed;
   }
@@ -365,6 +427,8 @@ struct Reducer::Impl {
         grad = avg.clone();
     }
     for (Param& p : params) p.reached = false;
+    stats.rebuilt = rebuilt;  // of the layout this backward ran on
+    if (options.rebuild_buckets && !rebuilt) rebuild_from_arrival();
     reset_backward();
   }
 
@@ -482,6 +546,14 @@ void Reducer::broadcast_state(int root) {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mu);
   if (d.in_backward) throw std::logic_error(kWho + ": state broadcast while a backward is due");
+  // The root's bucket layout too: a member that did not finish the step that rebuilt the
+  // buckets would otherwise reduce another layout than the others (wrong sums, no error).
+  int64_t root_rebuilt = d.rebuilt ? 1 : 0;
+  if (d.comm().size() > 1) d.comm().broadcast(make_buffer(&root_rebuilt, 1), root);
+  const std::vector<size_t> order = d.agree_on(d.layout(), root);
+  if (order != d.layout()) d.relayout(order);
+  d.rebuilt = root_rebuilt != 0;
+  d.arrival.clear();  // a backward after this collects afresh where the buckets are not rebuilt yet
   ::torch::NoGradGuard no_grad;
   for (Impl::Param& p : d.params) d.broadcast_from(p.tensor, root);
   for (auto& [name, t] : d.buffers) d.broadcast_from(t, root);

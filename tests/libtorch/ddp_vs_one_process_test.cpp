@@ -134,24 +134,75 @@ TEST_CASE("gradient_as_bucket_view: the same training, .grad views into the buck
   o.overlap = false;
   CHECK(train_both(MnistNet(0.0), MnistNet(0.0), mnist_batch, nll, 5, o, false) < kTol);
 
-  // The views: two parameters of one bucket are adjacent in it, and stay there.
+  // The views: two parameters of one bucket are adjacent in it, and stay there once the
+  // buckets were rebuilt in the gradients' arrival order (after the first backward).
   ToyModel net;
   dpt::torch::DistributedDataParallel ddp(net, context(), dpt::torch::DdpOptions{.gradient_as_bucket_view = true});
   torch::optim::SGD opt(net->parameters(), 0.01);
-  std::vector<const void*> first;
-  for (int step = 0; step < 2; ++step) {
+  std::vector<const void*> second;
+  for (int step = 0; step < 3; ++step) {
     const Batch mine = rows_of_rank(toy_batch(step, kPerRank * context().world_size()));
     opt.zero_grad(false);
     toy_loss(ddp.forward(mine.x), mine.y).backward();
     opt.step();
     std::vector<const void*> now;
     for (const auto& p : net->parameters()) now.push_back(p.grad().data_ptr());
-    if (step == 0) first = now;
-    CHECK(now == first);
+    if (step == 1) second = now;
+    if (step == 2) CHECK(now == second);
   }
-  // net2.bias (last registered) opens the bucket, net2.weight follows it.
+  // net2's weight and bias (the last registered, the first to arrive) share the first
+  // bucket, one right after the other.
   const auto ps = net->parameters();
-  CHECK(static_cast<const float*>(ps[3].grad().data_ptr()) + ps[3].numel() == ps[2].grad().data_ptr());
+  const auto* w = static_cast<const float*>(ps[2].grad().data_ptr());
+  const auto* b = static_cast<const float*>(ps[3].grad().data_ptr());
+  CHECK((b + ps[3].numel() == w || w + ps[2].numel() == b));
+}
+
+namespace {
+// Registered in the opposite order of use: the reverse of registration puts the first
+// layer's parameters, whose gradients arrive last, in the first bucket.
+struct ReversedImpl : torch::nn::Module {
+  ReversedImpl()
+      : late(register_module("late", torch::nn::Linear(8, 5))), early(register_module("early", torch::nn::Linear(10, 8))) {}
+  torch::Tensor forward(torch::Tensor x) { return late(torch::relu(early(x))); }
+  torch::nn::Linear late, early;
+};
+TORCH_MODULE(Reversed);
+}  // namespace
+
+TEST_CASE("rebuild_buckets: buckets in the gradients' arrival order from the second step on") {
+  dpt::torch::DdpOptions o;
+  o.bucket_cap_mb = o.first_bucket_mb = 1e-6;  // one bucket per parameter
+  for (const bool rebuild : {true, false}) {
+    o.rebuild_buckets = rebuild;
+    INFO("rebuild_buckets " << rebuild);
+    torch::manual_seed(11);
+    Reversed net;
+    dpt::torch::DistributedDataParallel ddp(net, context(), o);
+    torch::optim::SGD opt(net->parameters(), 0.01);
+    for (int step = 0; step < 3; ++step) {
+      const Batch mine = rows_of_rank(toy_batch(step, kPerRank * context().world_size()));
+      opt.zero_grad();
+      toy_loss(ddp.forward(mine.x), mine.y).backward();
+      opt.step();
+      const dpt::torch::DdpStats st = ddp.last_stats();
+      INFO("step " << step << ": " << st.launched_early << " of " << st.buckets << " buckets launched early");
+      REQUIRE(st.buckets == 4);
+      if (rebuild && step > 0) {
+        CHECK(st.rebuilt);
+        CHECK(st.launched_early == st.buckets - 1);  // each as its gradient arrives
+      } else {
+        CHECK_FALSE(st.rebuilt);
+        CHECK(st.launched_early <= 1);  // the first bucket waits for the first layer's bias
+      }
+    }
+  }
+  // The relaid buckets average the same gradients, with .grad copies and as views.
+  o.rebuild_buckets = true;
+  torch::manual_seed(context().rank());
+  CHECK(train_both(Reversed(), Reversed(), toy_batch, toy_loss, 10, o) < kTol);
+  o.gradient_as_bucket_view = true;
+  CHECK(train_both(Reversed(), Reversed(), toy_batch, toy_loss, 10, o, false) < kTol);
 }
 
 TEST_CASE("no_sync: micro-batches accumulated locally, then one synchronised backward, equal one process") {

@@ -61,6 +61,12 @@ struct DdpOptions {
   // optimizer.zero_grad(false) (zeroed in place, not released) autograd accumulates into
   // the bucket, with no copy in either. Not with ZeRO stage 2.
   bool gradient_as_bucket_view = false;
+  // After the first synchronised backward, the buckets are laid out again in the order the
+  // gradients arrived on rank 0 (PyTorch DDP does the same): a model that registers its
+  // parameters in another order than its forward uses them otherwise fills its first
+  // bucket last, and nothing launches before backward ends. Rank 0's order is broadcast,
+  // so every rank reduces the same layout.
+  bool rebuild_buckets = true;
 };
 
 // What the last synchronised backward spent on communication.
@@ -70,6 +76,8 @@ struct DdpStats {
   double exposed_ms = 0;   // the part after backward's compute ended: what the step waited
   double backward_ms = 0;  // first gradient hook to the end of the final wait
   long long bytes = 0;     // handed to the communicator
+  int launched_early = 0;  // buckets launched while some parameter's gradient was still to come
+  bool rebuilt = false;    // the buckets follow the gradients' arrival order (rebuild_buckets)
 };
 
 // The part of the wrapper that does not depend on the module's type: hooks, buckets,
