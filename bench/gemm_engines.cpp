@@ -24,6 +24,9 @@
 //   bf16        gemm_bf16 (models/kernels/cpu/gemm.h) on the same shapes: operands converted to bf16 on
 //               every call, fp32 accumulation; its % is of the AMX bf16 peak
 //               (bench/compute_peak.h) where the CPU has AMX.
+//   mkl-bf16    MKL's cblas_gemm_bf16bf16f32 (where the mkl engine loads): bf16 operands
+//               already in bf16 (converted once), fp32 C; % of the AMX bf16 peak as bf16's.
+//               Its own column, no engine runs it. --no-bf16 skips it too.
 //   ceiling     oneDNN's matmul primitive with nothing of ours around it
 //               (bench/onednn_ceiling.h): "f32"/"bf16" operands already in that type,
 //               "packed" B pre-packed once into oneDNN's layout. The best this build's
@@ -44,6 +47,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -191,19 +195,11 @@ std::vector<Entry> load_shapes(const std::string& path) {
   return v;
 }
 
-// Best seconds per call of engine e (gemm_bf16 when `bf16`) on one shape.
-double time_shape(GemmEngine e, const GemmShape& s, double seconds, bool bf16 = false) {
-  std::vector<float> a(static_cast<size_t>(s.trans_a ? s.k : s.m) * s.lda, 0.01f);
-  std::vector<float> b(static_cast<size_t>(s.trans_b ? s.n : s.k) * s.ldb, 0.02f);
-  std::vector<float> c(static_cast<size_t>(s.m) * s.ldc, 0.0f);
-  const float beta = s.accumulate ? 1.0f : 0.0f;
-  auto once = [&] {
-    if (bf16)
-      return gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, beta, c.data(),
-                       s.ldc);
-    sgemm_with(e, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, beta, c.data(), s.ldc);
-  };
-  once();  // warm-up: threads, oneDNN's JIT, pages
+// Best seconds per call of `once`: a warm-up call, then rounds of about 10 ms until
+// `seconds` have passed (at least 3); the best round wins (on a shared machine the least
+// disturbed one).
+template <class Once>
+double best_seconds_per_call(Once&& once, double seconds) {
   auto t0 = Clock::now();
   once();
   const double first = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -218,6 +214,42 @@ double time_shape(GemmEngine e, const GemmShape& s, double seconds, bool bf16 = 
     if (round >= 2 && std::chrono::duration<double>(Clock::now() - start).count() >= seconds) break;
   }
   return best;
+}
+
+// Best seconds per call of engine e (gemm_bf16 when `bf16`) on one shape.
+double time_shape(GemmEngine e, const GemmShape& s, double seconds, bool bf16 = false) {
+  std::vector<float> a(static_cast<size_t>(s.trans_a ? s.k : s.m) * s.lda, 0.01f);
+  std::vector<float> b(static_cast<size_t>(s.trans_b ? s.n : s.k) * s.ldb, 0.02f);
+  std::vector<float> c(static_cast<size_t>(s.m) * s.ldc, 0.0f);
+  const float beta = s.accumulate ? 1.0f : 0.0f;
+  auto once = [&] {
+    if (bf16)
+      return gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, beta, c.data(),
+                       s.ldc);
+    sgemm_with(e, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, beta, c.data(), s.ldc);
+  };
+  once();  // warm-up: threads, oneDNN's JIT, pages
+  return best_seconds_per_call(once, seconds);
+}
+
+// Best seconds per call of MKL's cblas_gemm_bf16bf16f32 on one shape, operands in bf16
+// already; 0 where MKL lacks it.
+double time_mkl_bf16(const GemmShape& s, double seconds) {
+  auto bf16_of = [](float x) {  // round to nearest even (the values here are finite)
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  };
+  std::vector<unsigned short> a(static_cast<size_t>(s.trans_a ? s.k : s.m) * s.lda, bf16_of(0.01f));
+  std::vector<unsigned short> b(static_cast<size_t>(s.trans_b ? s.n : s.k) * s.ldb, bf16_of(0.02f));
+  std::vector<float> c(static_cast<size_t>(s.m) * s.ldc, 0.0f);
+  const float beta = s.accumulate ? 1.0f : 0.0f;
+  auto once = [&] {
+    return mkl_gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, beta, c.data(),
+                         s.ldc);
+  };
+  if (!once()) return 0.0;  // warm-up
+  return best_seconds_per_call(once, seconds);
 }
 
 // "NT   256 x   768 x   768", then "+=" for beta 1 and the leading dimensions where
@@ -270,6 +302,16 @@ int run_ceiling_child(const Options& o) {
 
 int run_child(const Options& o) {
   if (o.child_engine.rfind("ceiling", 0) == 0) return run_ceiling_child(o);
+  if (o.child_engine == "mkl-bf16") {
+    const auto shapes = load_shapes(o.child_file);
+    std::printf("label %s, cblas_gemm_bf16bf16f32, bf16 operands in place\n", mkl_version().c_str());
+    for (int th : o.threads) {
+      set_blas_threads(th);
+      for (size_t i = 0; i < shapes.size(); ++i)
+        std::printf("t %d %zu %.9g\n", th, i, time_mkl_bf16(shapes[i].shape, o.seconds));
+    }
+    return 0;
+  }
   const bool bf16 = o.child_engine == "bf16";  // gemm_bf16 (models/kernels/cpu/gemm.h)
   const auto engine = bf16 ? std::optional<GemmEngine>(gemm_engine()) : parse_gemm_engine(o.child_engine);
   if (!engine) throw std::invalid_argument("--child: unknown engine " + o.child_engine);
@@ -417,6 +459,8 @@ int main(int argc, char** argv) try {
               std::thread::hardware_concurrency(), simd_level_name(f.fp32_level()), f.avx512f, f.avx512_bf16,
               f.amx_bf16);
   for (GemmEngine e : engines) std::printf("# engine %s\n", gemm_engine_label(e).c_str());
+  if (!gemm_engine_available(GemmEngine::mkl))
+    std::printf("# engine mkl: unavailable: %s\n", gemm_engine_unavailable_reason(GemmEngine::mkl).c_str());
   std::printf("# sgemm() runs %s\n", gemm_engine_description().c_str());
   std::fflush(stdout);
 
@@ -461,6 +505,14 @@ int main(int argc, char** argv) try {
   if (o.bf16) {
     columns.push_back(spawn_child("bf16", "bf16", "", path, o));
     columns.back().amx = amx_peak;
+    if (gemm_engine_available(GemmEngine::mkl)) {
+      if (mkl_gemm_bf16(false, false, 0, 0, 0, 1.0f, nullptr, 1, nullptr, 1, 0.0f, nullptr, 1)) {
+        columns.push_back(spawn_child("mkl-bf16", "mkl-bf16", "", path, o));
+        columns.back().amx = amx_peak;
+      } else {
+        std::printf("# mkl-bf16: not run, this MKL has no cblas_gemm_bf16bf16f32\n");
+      }
+    }
   }
   if (o.ceiling && bench::onednn_ceiling_available()) {
     for (const char* kind : {"ceiling-f32", "ceiling-f32-packed"})

@@ -234,6 +234,60 @@ TEST_CASE("oneDNN runs on blas_threads() threads, from any thread, and small pro
   CHECK(c[0] == 0.5f * n);
 }
 
+TEST_CASE("mkl, where it loads, is within float32's bound on every transpose at 1 and 2 threads; else refused",
+          "[gemm]") {
+  const std::vector<GemmEngine> engines = available_gemm_engines();
+  const bool listed = std::find(engines.begin(), engines.end(), GemmEngine::mkl) != engines.end();
+  CHECK(listed == gemm_engine_available(GemmEngine::mkl));
+  if (!gemm_engine_available(GemmEngine::mkl)) {
+    const std::string why = gemm_engine_unavailable_reason(GemmEngine::mkl);
+    WARN("mkl unavailable (" << why << "): only its refusal checked");
+    CHECK_FALSE(why.empty());
+    try {
+      choose_gemm_engine("mkl");
+      FAIL("DPT_GEMM=mkl accepted without MKL");
+    } catch (const std::invalid_argument& e) {
+      const std::string msg = e.what();
+      INFO(msg);
+      CHECK(msg.rfind("DPT_GEMM=mkl: ", 0) == 0);
+      CHECK(msg.find(why) != std::string::npos);
+    }
+    CHECK_THROWS_AS(sgemm_with(GemmEngine::mkl, false, false, 1, 1, 1, 1.0f, nullptr, 1, nullptr, 1, 0.0f, nullptr, 1),
+                    std::invalid_argument);
+    return;
+  }
+  WARN("mkl loads: " << gemm_engine_label(GemmEngine::mkl) << "; its refusal where absent is not checked here");
+  CHECK(gemm_engine_unavailable_reason(GemmEngine::mkl).empty());
+  CHECK(choose_gemm_engine("mkl").engine == GemmEngine::mkl);
+  CHECK(choose_gemm_engine("mkl").how == "DPT_GEMM=mkl");
+  CHECK(gemm_engine_label(GemmEngine::mkl).rfind("mkl 20", 0) == 0);
+  // Shapes on both sides of MKL's small-size paths and 64^3, each transpose pair, padded
+  // leading dimensions, accumulating and not.
+  const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 65, 129}, {64, 64, 64}, {128, 96, 300}, {200, 257, 96}};
+  const int saved = blas_threads();
+  std::mt19937 gen(55);
+  for (int threads : {1, 2}) {
+    set_blas_threads(threads);
+    for (const auto& sh : shapes)
+      for (int t = 0; t < 4; ++t) {
+        Case c;
+        c.ta = t & 1, c.tb = t & 2;
+        c.m = sh[0], c.n = sh[1], c.k = sh[2];
+        c.alpha = t == 3 ? -0.75f : 1.0f;
+        c.beta = t & 1 ? 1.0f : 0.0f;
+        c.pad_a = t == 1 ? 3 : 0, c.pad_b = t == 2 ? 5 : 0, c.pad_c = t == 3 ? 2 : 0;
+        const Operands o = make_operands(c, gen);
+        std::vector<double> ref, bound;
+        reference(c, o, ref, bound);
+        std::string what;
+        const int bad = count_errors(c, run(GemmEngine::mkl, c, o), ref, bound, what);
+        INFO("mkl, " << threads << " thread(s), " << c.str() << ": " << bad << " bad elements; first: " << what);
+        CHECK(bad == 0);
+      }
+  }
+  set_blas_threads(saved);
+}
+
 TEST_CASE("DPT_GEMM's values and auto's rule", "[gemm]") {
   CHECK(choose_gemm_engine("openblas").engine == GemmEngine::openblas);
   CHECK(choose_gemm_engine("openblas").how == "DPT_GEMM=openblas");

@@ -125,10 +125,10 @@ GemmChoice choose_gemm_engine(std::string_view dpt_gemm) {
   if (dpt_gemm.empty() || dpt_gemm == "auto") return choose_auto();
   const auto e = parse_gemm_engine(dpt_gemm);
   if (!e)
-    throw std::invalid_argument("DPT_GEMM=" + std::string(dpt_gemm) + ": expected openblas, onednn or auto");
+    throw std::invalid_argument("DPT_GEMM=" + std::string(dpt_gemm) + ": expected openblas, onednn, mkl or auto");
   if (!gemm_engine_available(*e))
-    throw std::invalid_argument("DPT_GEMM=" + std::string(dpt_gemm) +
-                                ": this build has no oneDNN (install libdnnl-dev and reconfigure)");
+    throw std::invalid_argument("DPT_GEMM=" + std::string(dpt_gemm) + ": engine unavailable: " +
+                                gemm_engine_unavailable_reason(*e));
   return {*e, false, "DPT_GEMM=" + std::string(dpt_gemm)};
 }
 
@@ -151,6 +151,11 @@ GemmEngine gemm_engine_for(int m, int n, int k) {
 }
 
 std::string gemm_engine_label(GemmEngine e) {
+  if (e == GemmEngine::mkl) {  // "... Library Version 2026.2-Product Build 20260915 for ...": "mkl 2026.2"
+    const std::string v = mkl_version();
+    const size_t at = v.find("Version ");
+    return "mkl " + (at == std::string::npos ? v : v.substr(at + 8, v.find_first_of("- ", at + 8) - (at + 8)));
+  }
   if (e == GemmEngine::onednn)
     return "onednn " + onednn_version() + " " + onednn_isa_name() + " (" +
            simd_level_name(onednn_isa_level(onednn_cpu_isa())) + ")";

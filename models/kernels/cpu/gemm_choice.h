@@ -1,5 +1,5 @@
-// Which engine (models/kernels/cpu/gemm_engine.h) sgemm() runs: DPT_GEMM=openblas|onednn|auto
-// (default auto), read once, at the first product or the first gemm_engine() call. An
+// Which engine (models/kernels/cpu/gemm_engine.h) sgemm() runs: DPT_GEMM=openblas|onednn|mkl|auto
+// (default auto; auto never picks mkl, which only DPT_GEMM=mkl runs), read once, at the first product or the first gemm_engine() call. An
 // engine that is not in the build, or another value, is an error (std::invalid_argument),
 // never a silent fallback.
 //
@@ -96,7 +96,7 @@ GemmEngine gemm_engine_by_size(int64_t m, int64_t n, int64_t k);
 // onednn avx512_core_amx is avx512 (cpu: avx512)]", or at one thread under rule 2b
 // "onednn ... on products of m*n*k >= 2^20, openblas ... below, 1 thread [auto: ...]".
 std::string gemm_engine_description();
-// "openblas SkylakeX (avx512)" / "onednn 2.6.3 avx512_core_amx (avx512)".
+// "openblas SkylakeX (avx512)" / "onednn 2.6.3 avx512_core_amx (avx512)" / "mkl 2026.2".
 std::string gemm_engine_label(GemmEngine e);
 
 }  // namespace dpt

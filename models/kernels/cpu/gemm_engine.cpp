@@ -1,6 +1,7 @@
 #include "models/kernels/cpu/gemm_engine.h"
 
 #include <cblas.h>  // cblas_sgemm, openblas_get_corename
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,15 +33,17 @@ void scale_c(int m, int n, float beta, float* c, int ldc) {
   }
 }
 
+// Products of at most kSerialMnk = 64^3 multiply-adds run on one thread, as OpenBLAS
+// 0.3.21 runs them (SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4): oneDNN and
+// MKL would split even those, and an OpenMP fork/join per call costs more than it saves
+// there. On a busy machine it costs far more: attention's 64x64x64 products measured 0.1
+// GFLOP/s on 2 threads while another job held the second core, against ~110 on one (oneDNN,
+// and MKL again: 0.1 against ~95).
+constexpr double kSerialMnk = 64.0 * 64.0 * 64.0;
+
 #ifdef DPT_HAVE_ONEDNN
 // oneDNN's OpenMP team size is a per-thread setting (each thread that calls in starts
 // with OMP_NUM_THREADS or the cores): set it on every call, from whichever thread.
-// Products of at most kSerialMnk = 64^3 multiply-adds run on one thread, as OpenBLAS
-// 0.3.21 runs them (SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4): oneDNN would
-// split even those, and an OpenMP fork/join per call costs more than it saves there. On a
-// busy machine it costs far more: attention's 64x64x64 products measured 0.1 GFLOP/s on 2
-// threads while another job held the second core, against ~110 on one.
-constexpr double kSerialMnk = 64.0 * 64.0 * 64.0;
 
 void follow_blas_threads(int m, int n, int k) {
 #ifdef DPT_ONEDNN_OPENMP
@@ -65,6 +68,87 @@ void onednn_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, 
 }
 #endif
 
+// Intel oneMKL through its single dynamic library, loaded once on first use. Only the
+// handle's own symbols are called (dlsym on it), so nothing here can bind to OpenBLAS's
+// cblas_sgemm or MKL's to ours. The CBLAS enum values (row-major 101, N 111, T 112) are
+// the standard's, the same in OpenBLAS's cblas.h included above and in MKL's.
+struct Mkl {
+  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*,
+                         int);
+  using GemmBf16 = void (*)(int, int, int, int, int, int, float, const unsigned short*, int, const unsigned short*,
+                            int, float, float*, int);
+  Sgemm sgemm = nullptr;
+  GemmBf16 gemm_bf16 = nullptr;  // absent in older MKLs: only the benchmark asks
+  int (*set_threads_local)(int) = nullptr;
+  void (*version_string)(char*, int) = nullptr;
+  std::string error;  // why it is unavailable; "" when loaded
+};
+
+const Mkl& mkl() {
+  static const Mkl lib = [] {
+    Mkl m;
+#ifdef DPT_MKL_RT_PATH
+    void* h = ::dlopen(DPT_MKL_RT_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* why = ::dlerror();
+      m.error = std::string(DPT_MKL_RT_PATH) + " did not load: " + (why ? why : "dlopen failed");
+      return m;
+    }
+    auto sym = [&](const char* name) {
+      void* p = ::dlsym(h, name);
+      if (!p && m.error.empty()) m.error = std::string(DPT_MKL_RT_PATH) + " lacks " + name;
+      return p;
+    };
+    auto set_layer = reinterpret_cast<int (*)(int)>(sym("MKL_Set_Threading_Layer"));
+    auto set_interface = reinterpret_cast<int (*)(int)>(sym("MKL_Set_Interface_Layer"));
+    m.sgemm = reinterpret_cast<Mkl::Sgemm>(sym("cblas_sgemm"));
+    m.set_threads_local = reinterpret_cast<int (*)(int)>(sym("MKL_Set_Num_Threads_Local"));
+    m.version_string = reinterpret_cast<void (*)(char*, int)>(sym("MKL_Get_Version_String"));
+    if (!m.error.empty()) return m;
+    m.gemm_bf16 = reinterpret_cast<Mkl::GemmBf16>(::dlsym(h, "cblas_gemm_bf16bf16f32"));
+    // Before the first call, or MKL reads MKL_INTERFACE_LAYER / MKL_THREADING_LAYER:
+    // 32-bit integers (LP64, 0), as declared above. Threading layer GNU (3): MKL's threads
+    // are libgomp's, the runtime oneDNN already runs in this process, so the two engines
+    // share one OpenMP pool instead of two spinning against each other; Intel's own
+    // (libiomp5, MKL's default) would be a second OpenMP runtime. Not SEQUENTIAL (1): the
+    // layer is fixed for the process while blas_threads() may change, and at one thread
+    // GNU measured the same as SEQUENTIAL (2-core Xeon, 1 thread: 64^3 76 vs 77,
+    // 256x768x768 85 vs 85 GFLOP/s) except on 16^3 products (21 vs 25). Without libgomp in
+    // the build (no oneDNN on OpenMP) MKL's GNU layer has no runtime to bind: SEQUENTIAL.
+#ifdef DPT_ONEDNN_OPENMP
+    constexpr int kLayer = 3, kNoLayer = -1;
+#else
+    constexpr int kLayer = 1, kNoLayer = -1;
+#endif
+    if (set_interface(0) < 0 || set_layer(kLayer) == kNoLayer) {
+      m.error = std::string(DPT_MKL_RT_PATH) + " refused its LP64 interface or threading layer";
+      m.sgemm = nullptr;
+    }
+#else
+    m.error = "this build found no libmkl_rt (pip install mkl-devel into .venv, reconfigure)";
+#endif
+    return m;
+  }();
+  return lib;
+}
+
+// MKL's thread count for this thread's next product (a per-thread setting): blas_threads(),
+// or 1 for a product of at most kSerialMnk, as oneDNN's.
+void mkl_threads(int m, int n, int k) {
+  static thread_local int set = 0;
+  const int want = double(m) * n * k <= kSerialMnk ? 1 : blas_threads();
+  if (set != want) mkl().set_threads_local(want), set = want;
+}
+
+void mkl_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) {
+  const Mkl& lib = mkl();
+  if (!lib.sgemm) throw std::invalid_argument("GEMM engine mkl: unavailable: " + lib.error);
+  mkl_threads(m, n, k);
+  lib.sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+            a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace
 
 #ifdef DPT_HAVE_ONEDNN
@@ -74,26 +158,42 @@ void onednn_threads_for(int m, int n, int k) { follow_blas_threads(m, n, k); }
 }  // namespace detail
 #endif
 
-const char* gemm_engine_name(GemmEngine e) { return e == GemmEngine::onednn ? "onednn" : "openblas"; }
+const char* gemm_engine_name(GemmEngine e) {
+  switch (e) {
+    case GemmEngine::openblas: return "openblas";
+    case GemmEngine::onednn: return "onednn";
+    case GemmEngine::mkl: return "mkl";
+  }
+  return "?";
+}
 
 std::optional<GemmEngine> parse_gemm_engine(std::string_view name) {
   if (name == "openblas") return GemmEngine::openblas;
   if (name == "onednn") return GemmEngine::onednn;
+  if (name == "mkl") return GemmEngine::mkl;
   return std::nullopt;
 }
 
-bool gemm_engine_available(GemmEngine e) {
+bool gemm_engine_available(GemmEngine e) { return gemm_engine_unavailable_reason(e).empty(); }
+
+std::string gemm_engine_unavailable_reason(GemmEngine e) {
+  switch (e) {
+    case GemmEngine::openblas: return "";
+    case GemmEngine::onednn:
 #ifdef DPT_HAVE_ONEDNN
-  (void)e;
-  return true;
+      return "";
 #else
-  return e == GemmEngine::openblas;
+      return "this build has no oneDNN (install libdnnl-dev and reconfigure)";
 #endif
+    case GemmEngine::mkl: return mkl().error;
+  }
+  return "unknown engine";
 }
 
 std::vector<GemmEngine> available_gemm_engines() {
   std::vector<GemmEngine> v{GemmEngine::openblas};
-  if (gemm_engine_available(GemmEngine::onednn)) v.push_back(GemmEngine::onednn);
+  for (GemmEngine e : {GemmEngine::onednn, GemmEngine::mkl})
+    if (gemm_engine_available(e)) v.push_back(e);
   return v;
 }
 
@@ -110,6 +210,7 @@ void sgemm_with(GemmEngine e, bool trans_a, bool trans_b, int m, int n, int k, f
     throw std::invalid_argument("GEMM engine onednn: this build has no oneDNN (install libdnnl-dev, reconfigure)");
 #endif
   }
+  if (e == GemmEngine::mkl) return mkl_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
               alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -180,6 +281,27 @@ std::string onednn_version() {
 #else
   return "";
 #endif
+}
+
+std::string mkl_version() {
+  const Mkl& lib = mkl();
+  if (!lib.sgemm) return "";
+  char buf[256] = {};
+  lib.version_string(buf, int(sizeof buf) - 1);
+  std::string v(buf);
+  while (!v.empty() && v.back() == ' ') v.pop_back();
+  return v;
+}
+
+bool mkl_gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const unsigned short* a, int lda,
+                   const unsigned short* b, int ldb, float beta, float* c, int ldc) {
+  const Mkl& lib = mkl();
+  if (!lib.sgemm || !lib.gemm_bf16) return false;
+  if (m == 0 || n == 0) return true;  // nothing to do: only whether it is there
+  mkl_threads(m, n, k);
+  lib.gemm_bf16(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                alpha, a, lda, b, ldb, beta, c, ldc);
+  return true;
 }
 
 int gemm_engine_threads(GemmEngine e) {

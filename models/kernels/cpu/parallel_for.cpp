@@ -101,10 +101,11 @@ Pool& pool() {
 }
 
 #ifdef DPT_ONEDNN_OPENMP
-// True while this thread's products run on oneDNN (its OpenMP team): the fp32 engine is
-// onednn, or the products are native bf16.
+// True while this thread's products run on an OpenMP team (libgomp's): the fp32 engine is
+// onednn, or mkl (loaded on the GNU threading layer with oneDNN: gemm_engine.cpp), or the
+// products are native bf16. Our loops then run on the same team, not a second pool.
 bool products_on_openmp() {
-  return gemm_engine() == GemmEngine::onednn ||
+  return gemm_engine() == GemmEngine::onednn || gemm_engine() == GemmEngine::mkl ||
          (gemm_precision() == GemmPrecision::bf16 && bf16_gemm_native());
 }
 
