@@ -7,9 +7,12 @@
 #            rank whose rings take pages only when a pair talks. (Pair rings of 2 MiB
 #            made up front need 992 MiB here.)
 #   rank   - one rank SIGKILLed at a random moment (during setup or the collectives), 4
-#            times: once launch returns, /dev/shm holds nothing of the job.
+#            times (RANK_KILLS): once launch returns, /dev/shm holds nothing of the job.
 #   job    - every process of the job, launch included, SIGKILLed at a random moment, 2
-#            times: `launch --cleanup-shm` then leaves nothing.
+#            times (JOB_KILLS): `launch --cleanup-shm` then leaves nothing.
+# The moments alternate between start-up (50-700 ms) and the collectives (700-2500 ms for a
+# rank, 300-1500 ms for the job). The CTest runs the defaults; the 20-times run of issue 58:
+#   RANK_KILLS=20 JOB_KILLS=20 tests/backends/shm_leftovers.sh build/bin/launch build/bin/comm_bench
 # Exit 77 (SKIP) when a mount namespace cannot be made (not root, no unshare).
 # Usage: shm_leftovers.sh LAUNCH COMM_BENCH
 set -u
@@ -52,9 +55,13 @@ rm -f /tmp/shm_leftovers.$$
 moment() { echo "$(($1 + RANDOM % ($2 - $1)))"; }
 sleep_ms() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 
+rank_kills=${RANK_KILLS:-4} job_kills=${JOB_KILLS:-2}
+[[ $rank_kills =~ ^[0-9]+$ && $job_kills =~ ^[0-9]+$ ]] || fail "RANK_KILLS and JOB_KILLS must be counts"
+rank_windows=("50 700" "50 700" "700 2500" "700 2500") job_windows=("50 700" "300 1500")
+
 # --- rank: one random rank SIGKILLed at a random moment
-for window in "50 700" "50 700" "700 2500" "700 2500"; do
-  at=$(moment $window)
+for ((k = 0; k < rank_kills; ++k)); do
+  at=$(moment ${rank_windows[k % 4]})
   run_job -b 4K -e 1M -f 4 -n 200 -w 2 >/dev/null 2>&1 &
   job=$!
   sleep_ms "$at"
@@ -67,8 +74,8 @@ for window in "50 700" "50 700" "700 2500" "700 2500"; do
 done
 
 # --- job: launch and every rank SIGKILLed at once
-for window in "50 700" "300 1500"; do
-  at=$(moment $window)
+for ((k = 0; k < job_kills; ++k)); do
+  at=$(moment ${job_windows[k % 2]})
   run_job -b 4K -e 1M -f 4 -n 200 -w 2 >/dev/null 2>&1 &
   job=$!
   sleep_ms "$at"
@@ -81,4 +88,4 @@ for window in "50 700" "300 1500"; do
   echo "== job: launch and ${#pids[@]} ranks SIGKILLed at $at ms: $before objects left, $(left) after --cleanup-shm"
   [[ $(left) -eq 0 ]] || { ls /dev/shm | head; fail "$(left) objects left after launch --cleanup-shm"; }
 done
-echo "PASS: bounded, and nothing left behind"
+echo "PASS: bounded, and nothing left behind ($rank_kills rank kills, $job_kills job kills)"
