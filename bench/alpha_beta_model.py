@@ -34,6 +34,7 @@ the cores takes A/cores times as long in its CPU terms (every alpha, the shared-
 loopback betas, gamma; not the shaped link's beta). At scale every rank has its own core.
 """
 import argparse
+import collections
 import glob
 import math
 import os
@@ -414,6 +415,16 @@ def scale_params(fitted):
     return p
 
 
+def scale_cells(numbering, params):
+    """Each (P, n) of the scale table with ranks numbered `numbering` (block: a host's ranks
+    contiguous, which auto learns; cyclic: round-robin): (P, n, {algo: time}, fastest, auto's pick)."""
+    for P in SCALE_P:
+        topo = Topo(P, SCALE_L, numbering, "shm", None)
+        for n in SCALE_N:
+            t = {a: predict(a, topo, n, params) for a in ALGOS}
+            yield P, n, t, min(t, key=t.get), auto_pick(n, P, P // SCALE_L, SCALE_L, numbering == "block")
+
+
 def report(out=sys.stdout):
     pts = datasets()
     for p in pts:
@@ -509,17 +520,12 @@ def report(out=sys.stdout):
     w("| P | size | ring | tree | recursive doubling | hierarchical | fastest | auto picks | auto's time / fastest | auto's extra time |\n")
     w("|---|---|---|---|---|---|---|---|---|---|\n")
     disagreements = []
-    for P in SCALE_P:
-        topo = Topo(P, SCALE_L, "block", "shm", None)
-        for n in SCALE_N:
-            t = {a: predict(a, topo, n, sp) for a in ALGOS}
-            best = min(t, key=t.get)
-            pick = auto_pick(n, P, P // SCALE_L, SCALE_L, True)
-            ratio, extra = t[pick] / t[best], t[pick] - t[best]
-            if pick != best:
-                disagreements.append((P, n, pick, best, ratio, extra))
-            w("| %d | %s | %s | %s | %s | %s | %s | %s | %.2fx | %s |\n"
-              % (P, fmt_n(n), *(fmt_t(t[a]) for a in ALGOS), best, pick, ratio, fmt_t(extra) if extra > 0 else "0"))
+    for P, n, t, best, pick in scale_cells("block", sp):
+        ratio, extra = t[pick] / t[best], t[pick] - t[best]
+        if pick != best:
+            disagreements.append((P, n, pick, best, ratio, extra))
+        w("| %d | %s | %s | %s | %s | %s | %s | %s | %.2fx | %s |\n"
+          % (P, fmt_n(n), *(fmt_t(t[a]) for a in ALGOS), best, pick, ratio, fmt_t(extra) if extra > 0 else "0"))
     w("\nauto agrees with the model on %d of %d cells.\n" % (len(SCALE_P) * len(SCALE_N) - len(disagreements),
                                                            len(SCALE_P) * len(SCALE_N)))
     # The same with no software cost: alpha = the link's 1 us, for same-host messages too.
@@ -529,27 +535,18 @@ def report(out=sys.stdout):
       "as above), the fastest algorithm and auto's time over it:\n\n" % (LINK_LATENCY * 1e6))
     w("| P | " + " | ".join(fmt_n(n) for n in SCALE_N) + " |\n")
     w("|---" * (len(SCALE_N) + 1) + "|\n")
+    cells = collections.defaultdict(list)
+    for P, n, t, best, pick in scale_cells("block", wp):
+        cells[P].append("%s %s; auto %s %.2fx" % (SHORT[best], fmt_t(t[best]), SHORT[pick], t[pick] / t[best]))
     for P in SCALE_P:
-        topo = Topo(P, SCALE_L, "block", "shm", None)
-        cells = []
-        for n in SCALE_N:
-            t = {a: predict(a, topo, n, wp) for a in ALGOS}
-            best = min(t, key=t.get)
-            pick = auto_pick(n, P, P // SCALE_L, SCALE_L, True)
-            cells.append("%s %s; auto %s %.2fx" % (SHORT[best], fmt_t(t[best]), SHORT[pick], t[pick] / t[best]))
-        w("| %d | " % P + " | ".join(cells) + " |\n")
+        w("| %d | " % P + " | ".join(cells[P]) + " |\n")
     # Round-robin numbering: auto takes the hierarchy from COMM_HIERARCHICAL_MIN_BYTES.
     w("\nThe same hosts numbered round-robin (cyclic), auto's choice and the model's:\n\n")
     w("| P | size | ring | tree | recursive doubling | hierarchical | fastest | auto picks | auto's time / fastest |\n")
     w("|---|---|---|---|---|---|---|---|---|\n")
-    for P in SCALE_P:
-        topo = Topo(P, SCALE_L, "cyclic", "shm", None)
-        for n in SCALE_N:
-            t = {a: predict(a, topo, n, sp) for a in ALGOS}
-            best = min(t, key=t.get)
-            pick = auto_pick(n, P, P // SCALE_L, SCALE_L, False)
-            w("| %d | %s | %s | %s | %s | %s | %s | %s | %.2fx |\n"
-              % (P, fmt_n(n), *(fmt_t(t[a]) for a in ALGOS), best, pick, t[pick] / t[best]))
+    for P, n, t, best, pick in scale_cells("cyclic", sp):
+        w("| %d | %s | %s | %s | %s | %s | %s | %s | %.2fx |\n"
+          % (P, fmt_n(n), *(fmt_t(t[a]) for a in ALGOS), best, pick, t[pick] / t[best]))
     return params
 
 

@@ -9,10 +9,14 @@
 # 20% whatever else runs.
 #   slow_rank1_prepare BIN_DIR   decide how (sets slow_how); the busy loop starts here
 #   slow_rank1_attach JOB_PID    cgroup: move launch's (JOB_PID's) child with RANK=1 into the group
-#   slow_rank1_release           stop the loop, remove the group (safe to call twice)
+#   slow_rank1_run LOG CMD...    runs launch's command CMD in the background (output to
+#                                LOG), slows its rank 1, waits: CMD's exit status
+#   slow_rank1_release           stop the loop and a running CMD, remove the group (safe to
+#                                call twice: the callers' EXIT trap calls it)
 slow_cg=/sys/fs/cgroup/cpu/dpt-slow-rank1-$$
 slow_busy=
 slow_how=
+slow_job=
 
 # The process launch (JOB_PID) starts as rank 1: its child with RANK=1 in its environment.
 # Always returns 0 (the callers run under set -e): prints nothing until it exists.
@@ -46,7 +50,21 @@ slow_rank1_attach() {
   echo "$pid" > "$slow_cg/cgroup.procs" || { echo "FAIL: could not move rank 1 ($pid) into $slow_cg"; exit 1; }
 }
 
+slow_rank1_run() {
+  local log=$1 rc=0
+  shift
+  "$@" > "$log" 2>&1 &
+  slow_job=$!
+  slow_rank1_attach "$slow_job"
+  wait "$slow_job" || rc=$?
+  slow_job=
+  slow_rank1_release
+  return $rc
+}
+
 slow_rank1_release() {
+  if [[ -n $slow_job ]]; then kill "$slow_job" 2>/dev/null; wait "$slow_job" 2>/dev/null; fi
+  slow_job=
   if [[ -n $slow_busy ]]; then kill "$slow_busy" 2>/dev/null; wait "$slow_busy" 2>/dev/null; fi
   slow_busy=
   rmdir "$slow_cg" 2>/dev/null || true

@@ -11,8 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 (( $(nproc) >= 2 )) || { echo "SKIP: needs 2 CPUs (one per rank), this process has $(nproc)"; exit 77; }
 source "$here/slow_rank1.sh"
 tmp=$(mktemp -d)
-job=
-trap '[[ -n $job ]] && kill $job 2>/dev/null && wait $job; slow_rank1_release; rm -rf "$tmp"' EXIT
+trap 'slow_rank1_release; rm -rf "$tmp"' EXIT
 train=("$bin/launch" -n 2 --bind cores "$bin/train" --model cnn --log-every 40)
 
 "${train[@]}" --steps 120 > "$tmp/clean.log" 2>&1 || { cat "$tmp/clean.log"; exit 1; }
@@ -21,13 +20,8 @@ grep -q 'straggler_rank=-1 ' "$tmp/clean.log" || { echo "FAIL: the clean run's f
 
 slow_rank1_prepare "$bin"
 echo "rank 1 slowed by: $slow_how"
-"${train[@]}" --steps 40 > "$tmp/slowed.log" 2>&1 &  # named within 20 steps: 40 are enough
-job=$!
-slow_rank1_attach "$job"
 rc=0
-wait $job || rc=$?
-job=
-slow_rank1_release
+slow_rank1_run "$tmp/slowed.log" "${train[@]}" --steps 40 || rc=$?  # named within 20 steps: 40 are enough
 [[ $rc == 0 ]] || { cat "$tmp/slowed.log"; echo "FAIL: the slowed run exited $rc"; exit 1; }
 line=$(grep -m1 'straggler: rank' "$tmp/slowed.log" || true)
 echo "slowed: ${line#*] }"

@@ -13,8 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 (( $(nproc) >= 2 )) || { echo "SKIP: needs 2 CPUs (one per rank), this process has $(nproc)"; exit 77; }
 tmp=$(mktemp -d)
 source "$here/slow_rank1.sh"
-job=
-trap '[[ -n $job ]] && kill $job 2>/dev/null && wait $job; slow_rank1_release; rm -rf "$tmp"' EXIT
+trap 'slow_rank1_release; rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 if "$bin/train" --model cnn --steps 1 --straggler-action evict > "$tmp/refused.log" 2>&1; then fail "evict without --elastic ran"; fi
@@ -22,14 +21,9 @@ grep -q -- "--straggler-action evict needs --elastic" "$tmp/refused.log" || { ca
 
 slow_rank1_prepare "$bin"
 echo "rank 1 slowed by: $slow_how"
-"$bin/launch" --elastic -n 1:2 --max-restarts 1 --bind cores "$bin/train" --elastic --model cnn --steps 80 --log-every 20 \
-  --straggler-action evict --metrics-out "$tmp/metrics.jsonl" > "$tmp/run.log" 2>&1 &
-job=$!
-slow_rank1_attach "$job"
 rc=0
-wait $job || rc=$?
-job=
-slow_rank1_release
+slow_rank1_run "$tmp/run.log" "$bin/launch" --elastic -n 1:2 --max-restarts 1 --bind cores "$bin/train" --elastic \
+  --model cnn --steps 80 --log-every 20 --straggler-action evict --metrics-out "$tmp/metrics.jsonl" || rc=$?
 grep -E 'straggler|evict|restart|final:' "$tmp/run.log" | sed 's/ samples_per_s=.* recoveries=/ ... recoveries=/' || true
 [[ $rc == 0 ]] || { tail -n 30 "$tmp/run.log"; fail "the job exited $rc"; }
 line=$(grep -m1 'straggler: evicting rank' "$tmp/run.log" || true)
