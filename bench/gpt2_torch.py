@@ -12,7 +12,8 @@ Prints one "result key=value ..." line (rank 0): tokens_per_s (all ranks' tokens
 the timed steps after the warm-up (mean step time), best_tokens_per_s (the fastest
 step), step_ms, and peak_rss_mb (ru_maxrss, rank 0).
 usage: gpt2_torch.py [--size 124M] [--batch 4] [--seq 64] [--steps 10] [--warmup 2]
-                     [--threads 2] [--dropout 0.1] [--ddp N] [--bf16]
+                     [--threads 2] [--dropout 0.1] [--ddp N] [--bf16] [--compile]
+With --compile the model runs under torch.compile (inductor), compiled in the warm-up.
 """
 import argparse
 import math
@@ -94,6 +95,9 @@ def train(rank, a):
     if a.ddp:
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    # --compile: forward and backward through inductor's generated C++/OpenMP kernels (the
+    # optimizer stays eager); the first step compiles, so give at least one warm-up step.
+    run = torch.compile(model) if a.compile else model
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator().manual_seed(100 + rank)
     times = []
@@ -105,7 +109,7 @@ def train(rank, a):
         # --bf16: CPU autocast, as PyTorch users get AMX/AVX512-BF16 (oneDNN bf16 matmuls,
         # fp32 weights and Adam); fp32 otherwise.
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-            loss = model(tokens, labels)
+            loss = run(tokens, labels)
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
@@ -117,7 +121,8 @@ def train(rank, a):
         step_s = sum(times) / len(times)
         tokens_per_step = a.batch * a.seq * world
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"result size={a.size} precision={'bf16' if a.bf16 else 'fp32'} params={params} batch={a.batch} "
+        print(f"result size={a.size} precision={'bf16' if a.bf16 else 'fp32'} compiled={int(a.compile)} "
+              f"params={params} batch={a.batch} "
               f"seq={a.seq} ranks={world} "
               f"threads={torch.get_num_threads()} tokens_per_s={tokens_per_step / step_s:.1f} "
               f"best_tokens_per_s={tokens_per_step / min(times):.1f} step_ms={1e3 * step_s:.1f} "
@@ -138,6 +143,8 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-5)
     ap.add_argument("--ddp", type=int, default=0)
     ap.add_argument("--bf16", action="store_true", help="torch.autocast('cpu', dtype=torch.bfloat16)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (inductor; compiled during the warm-up steps)")
     a = ap.parse_args()
     if a.ddp:
         torch.multiprocessing.spawn(train, args=(a,), nprocs=a.ddp)

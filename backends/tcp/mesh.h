@@ -42,8 +42,9 @@ struct MeshConfig {
   // eager[r]: connect rank r while building (same host). Empty: every rank (full mesh).
   std::vector<bool> eager;
   // When set: called once every rank's address is published, and sets `eager` (it may
-  // read the store: e.g. every rank's host).
-  std::function<std::vector<bool>()> decide_eager;
+  // read the store: e.g. every rank's host). It may also fill `addresses` (its argument,
+  // then the dials of this build read no store key per peer).
+  std::function<std::vector<bool>(std::vector<std::string>& addresses)> decide_eager;
   // When set: called once this rank's address is published, before it joins the
   // rendezvous, to publish more (every rank's is there once the rendezvous completes).
   std::function<void()> publish_more;

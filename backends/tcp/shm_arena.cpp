@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -17,6 +18,7 @@
 
 #include "comm/net/log.h"
 #include "comm/net/shm_names.h"
+#include "comm/store/store_gather.h"
 
 namespace dpt::tcp {
 namespace {
@@ -184,11 +186,13 @@ size_t shm_arena_bytes(int world, uint64_t slot_bytes) { return arena_bytes(worl
 
 std::unique_ptr<ShmArena> setup_shm_arena(Store& store, const ArenaConfig& c) {
   if (c.world < 2) return nullptr;
-  store.set(key(c, "want", c.rank), c.enabled ? "1" : "0");
-  bool all_want = true;
-  for (int r = 0; r < c.world; ++r)
-    if (r != c.rank) all_want &= store.get(key(c, "want", r), c.timeout) == "1";
-  if (!all_want || !c.enabled) return nullptr;
+  // Through one gathered key each (comm/store/store_gather.h): O(1) store requests per
+  // rank, not one per rank.
+  auto everyone_says_yes = [&](const std::string& what, bool mine) {
+    const auto all = gather_through_store(store, key(c, what), c.world, c.rank, mine ? "1" : "0", c.timeout, c.ctx);
+    return std::all_of(all.begin(), all.end(), [](const std::string& v) { return v == "1"; });
+  };
+  if (!everyone_says_yes("want", c.enabled) || !c.enabled) return nullptr;
 
   const size_t bytes = arena_bytes(c.world, c.slot_bytes);
   // Named after rank 0 (comm/net/shm_names.h): if it dies before unlinking, it is reclaimed.
@@ -226,13 +230,10 @@ std::unique_ptr<ShmArena> setup_shm_arena(Store& store, const ArenaConfig& c) {
         log::warn("tcp: cannot map the collective arena ({}); collectives use messages", e.what());
       }
     }
-    store.set(key(c, "ok", c.rank), ok ? "1" : "0");
   }
-  // Every rank reads every verdict, so all decide alike.
-  bool all_ok = ok;
-  for (int r = 1; r < c.world; ++r)
-    if (r != c.rank) all_ok &= store.get(key(c, "ok", r), c.timeout) == "1";
-  if (c.rank != 0) all_ok &= store.get(key(c, "seg"), c.timeout) != "fail";
+  // Every rank reads every verdict (rank 0's: whether it made the arena), so all decide
+  // alike; rank 0 gathers them, so it has read every one when it unlinks the name.
+  const bool all_ok = everyone_says_yes("ok", ok);
   if (c.rank == 0 && !m.name.empty()) {
     ::shm_unlink(name.c_str());  // everyone who will ever map it has (or gave up)
     m.name.clear();

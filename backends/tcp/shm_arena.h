@@ -25,12 +25,14 @@
 //              the slots keeps a fingerprint from being overwritten while others read
 //              it, so ranks whose collectives differ all stop with MismatchError
 //              instead of computing garbage or waiting for the timeout.
-//   setup    - store keys under "<prefix>/arena/": want/<r> is "1" when rank r has a
-//              shared-memory channel to every peer and COMM_TCP_SHM_COLL is on; if every
-//              rank wants it, rank 0 creates the object and sets seg ("<name> <nonce>",
-//              or "fail"), the others map it and set ok/<r>. The arena is used only when
-//              every rank said ok, so all ranks decide alike; rank 0 unlinks the object
-//              once all verdicts are in (or on any error path).
+//   setup    - store keys under "<prefix>/arena/", want and ok each exchanged through
+//              one key that rank 0 gathers (comm/store/store_gather.h): want is "1" from
+//              rank r when it has a shared-memory channel to every peer and
+//              COMM_TCP_SHM_COLL is on; if every rank wants it, rank 0 creates the object
+//              and sets seg ("<name> <nonce>", or "fail"), the others map it and say ok
+//              (rank 0's ok: it made the object). The arena is used only when every rank
+//              said ok, so all ranks decide alike; rank 0 unlinks the object once it has
+//              gathered all verdicts (or on any error path).
 #include <atomic>
 #include <chrono>
 #include <cstdint>

@@ -17,6 +17,7 @@
 #include "comm/net/log.h"
 #include "comm/net/shm_names.h"
 #include "comm/store/rendezvous.h"
+#include "comm/store/store_gather.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL
@@ -69,8 +70,10 @@ uint64_t random_u64() {
   return (uint64_t(rd()) << 32) ^ rd();
 }
 
-std::string key(const ShmConfig& c, const std::string& what, int i) {
-  return c.prefix + "/shm/" + what + "/" + std::to_string(i);
+// An exchange's key: per communicator, and per host (named by its lowest rank) where only
+// a host's ranks take part.
+std::string group_key(const ShmConfig& c, const std::string& what, int host_leader = -1) {
+  return c.prefix + "/shm/" + what + (host_leader >= 0 ? "/h" + std::to_string(host_leader) : "");
 }
 
 std::string rank_text(const std::vector<int>& ranks) {
@@ -189,11 +192,14 @@ std::vector<ShmChannelPtr> setup_shm_channels(Store& store, const ShmConfig& c) 
   const int n = c.world, r = c.rank;
   std::vector<ShmChannelPtr> channels(static_cast<size_t>(n));
   if (n == 1) return channels;
+  // Each exchange below goes through one gathered key (comm/store/store_gather.h): O(1)
+  // store requests per rank (O(ranks) at the gatherer), where reading every peer's key
+  // cost the store P(P-1) requests per exchange.
   const std::string mine = c.enabled ? local_host_id() : "off";
-  store.set(key(c, "host", r), mine);
+  const std::vector<std::string> hosts = gather_through_store(store, group_key(c, "host"), n, r, mine, c.timeout, c.ctx);
   std::vector<int> local;  // local ranks, this one included
   for (int p = 0; p < n; ++p)
-    if (p == r ? mine != "off" : mine != "off" && store.get(key(c, "host", p), c.timeout) == mine) local.push_back(p);
+    if (mine != "off" && hosts[size_t(p)] == mine) local.push_back(p);
   if (local.size() < 2) return channels;
   std::vector<int> slot_of(size_t(n), -1);
   for (size_t i = 0; i < local.size(); ++i) slot_of[size_t(local[i])] = int(i);
@@ -212,6 +218,7 @@ std::vector<ShmChannelPtr> setup_shm_channels(Store& store, const ShmConfig& c) 
   auto own = std::make_shared<ShmSegment>();
   const std::string name = shm_object_name(fmt::format("{:016x}-{}-inbox-{}", c.job_id, c.comm_id, r));
   bool have_own = false;
+  std::string own_inbox = "fail";
   std::vector<int> peers;
   for (int p : local)
     if (p != r) peers.push_back(p);
@@ -219,35 +226,50 @@ std::vector<ShmChannelPtr> setup_shm_channels(Store& store, const ShmConfig& c) 
     const uint64_t nonce = random_u64();
     const uint64_t others = int(local.size()) == n ? c.arena_bytes : 0;  // the arena, when all ranks are local
     create_inbox(*own, name, r, local.size(), ring, others, nonce);
-    store.set(key(c, "inbox", r), name + " " + std::to_string(nonce));
+    own_inbox = name + " " + std::to_string(nonce);
     have_own = true;
   } catch (const std::exception& e) {
     own->unlink();
     log::warn("tcp: no shared memory with {} ({}); using TCP", rank_text(peers), e.what());
-    store.set(key(c, "inbox", r), "fail");
   }
-  // 2. Every local peer's inbox.
-  std::string mapped(size_t(n), '0');
+  // 2. Every local peer's inbox (the lowest local rank gathers them).
+  const std::vector<std::string> inboxes =
+      gather_through_store(store, group_key(c, "inbox", local.front()), local, r, own_inbox, c.timeout, c.ctx);
+  std::vector<bool> mapped(size_t(n), false);
   std::vector<std::shared_ptr<ShmSegment>> theirs(static_cast<size_t>(n));
   for (int p : peers) {
-    const std::string v = store.get(key(c, "inbox", p), c.timeout);
+    const std::string& v = inboxes[size_t(slot_of[size_t(p)])];
     if (v == "fail") continue;
     auto seg = std::make_shared<ShmSegment>();
     try {
       const auto sp = v.rfind(' ');
       open_inbox(*seg, v.substr(0, sp), p, local.size(), std::stoull(v.substr(sp + 1)));
       theirs[size_t(p)] = std::move(seg);
-      mapped[size_t(p)] = '1';
+      mapped[size_t(p)] = true;
     } catch (const std::exception& e) {
       log::warn("tcp: cannot map the shared memory of rank {} ({}); using TCP", p, e.what());
     }
   }
-  store.set(key(c, "mapped", r), mapped);
+  // Which peers' inboxes this rank could not map, as their ranks: normally none, so the
+  // gathered key stays a few bytes per rank however many ranks the host has.
+  std::string unmapped;
+  for (int p : peers)
+    if (!mapped[size_t(p)]) unmapped += (unmapped.empty() ? "" : " ") + std::to_string(p);
+  const std::vector<std::string> misses =
+      gather_through_store(store, group_key(c, "mapped", local.front()), local, r, unmapped, c.timeout, c.ctx);
   // 3. A pair whose ranks mapped each other's inbox uses it. Every peer has now tried
   //    this rank's inbox: nobody will open it again.
+  const std::string me = std::to_string(r);
   for (int p : peers) {
-    const std::string m = store.get(key(c, "mapped", p), c.timeout);
-    if (have_own && theirs[size_t(p)] && m.size() == size_t(n) && m[size_t(r)] == '1')
+    const std::string& miss = misses[size_t(slot_of[size_t(p)])];
+    bool p_mapped_mine = true;
+    for (size_t at = 0; at < miss.size();) {
+      size_t end = miss.find(' ', at);
+      if (end == std::string::npos) end = miss.size();
+      if (miss.compare(at, end - at, me) == 0) p_mapped_mine = false;
+      at = end + 1;
+    }
+    if (have_own && theirs[size_t(p)] && p_mapped_mine)
       channels[size_t(p)] = std::make_unique<ShmChannel>(own, theirs[size_t(p)], slot_of[size_t(r)], slot_of[size_t(p)]);
   }
   own->unlink();

@@ -29,14 +29,17 @@
 //              so one left behind by a dead rank is reclaimed (launch, the next job on
 //              the host, `launch --cleanup-shm`); a random nonce in its header proves the
 //              opener mapped its creator's object and not a stale one.
-//   handshake (store keys under "<prefix>/shm"):
-//     host/<r>     rank r's host id, or "off" when COMM_TCP_SHM=0 on that rank
-//     inbox/<r>    set by r: "<name> <nonce>", or "fail"
-//     mapped/<r>   set by r once it tried every local peer's inbox: one character per
-//                  rank, '1' where r mapped that rank's inbox.
+//   handshake (store keys under "<prefix>/shm", each exchanged through one gathered key:
+//   comm/store/store_gather.h, O(1) requests per rank):
+//     host         every rank's host id, or "off" when COMM_TCP_SHM=0 on that rank
+//                  (rank 0 gathers)
+//     inbox/h<L>   the ranks of the host whose lowest rank is L: "<name> <nonce>", or
+//                  "fail" (L gathers)
+//     mapped/h<L>  the same ranks, once each tried every local peer's inbox: the ranks
+//                  whose inbox it could not map (normally none: a few bytes per rank).
 //   A pair uses shared memory when both made their inbox and mapped the other's. Each
-//   rank unlinks its own inbox once it has read every local peer's mapped/ (nobody will
-//   open it any more), or on any error path; only a process killed in between leaves it.
+//   rank unlinks its own inbox once it has read its host's mapped/ (nobody will open it
+//   any more), or on any error path; only a process killed in between leaves it.
 #include <memory>
 #include <string>
 #include <vector>

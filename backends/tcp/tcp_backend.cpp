@@ -110,9 +110,10 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   std::vector<std::string> addresses;
   const bool shm_on = env::get_bool(kTcpShmEnv);
   cfg.publish_more = [&] { publish_host_digest(*store, m); };  // rank 0 reads it after the rendezvous
-  cfg.decide_eager = [&] {
+  cfg.decide_eager = [&](std::vector<std::string>& dial_addresses) {
     hosts = gather_host_digests(*store, m);
     addresses = tcp::gather_addresses(*store, cfg, m.timeout);
+    dial_addresses = addresses;  // the eager dials read them here, not one store key each
     std::vector<bool> eager(size_t(m.world));
     for (int r = 0; r < m.world; ++r) eager[size_t(r)] = shm_on && hosts[size_t(r)] == hosts[size_t(m.rank)];
     return eager;
@@ -162,6 +163,8 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   arena.ctx = m.ctx;
   std::unique_ptr<tcp::ShmArena> coll_arena = tcp::setup_shm_arena(*store, arena);
   log::debug("tcp: collectives {}", coll_arena ? "in a shared-memory arena" : "as messages");
+  const auto* store_client = dynamic_cast<const TcpStoreClient*>(store.get());
+  const int64_t store_requests = store_client ? store_client->requests_sent() : -1;
   tcp::MeshConfig later = cfg;
   later.addresses = addresses;  // dials on demand need no store (rank 0 may be gone)
   later.decide_eager = nullptr;
@@ -173,7 +176,8 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
                                                 std::move(connector));
   comm->set_host_digests(hosts);
   // (mesh's sockets and listener moved on; its milestones are still there)
-  comm->set_build_times({mesh.arrived_at_ms, mesh.published_at_ms, mesh.joined_at_ms, mesh.eager_decided_at_ms});
+  comm->set_build_times(
+      {mesh.arrived_at_ms, mesh.published_at_ms, mesh.joined_at_ms, mesh.eager_decided_at_ms, store_requests});
   return comm;
 }
 

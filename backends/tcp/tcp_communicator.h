@@ -35,6 +35,9 @@ class TcpCommunicator : public Communicator {
   // tests/backends/tcp_connections_probe.cpp, bench/tcp_connections.sh).
   struct BuildTimes {
     double arrived_at_ms = 0, published_at_ms = 0, joined_at_ms = 0, eager_decided_at_ms = 0;
+    // Requests this rank sent to the store while building (TcpStoreClient::requests_sent;
+    // -1 where the store is another kind): O(1) per rank, O(P) at rank 0 (docs/multihost.md).
+    int64_t store_requests = -1;
   };
   void set_build_times(const BuildTimes& t) { build_times_ = t; }
   const BuildTimes& build_times() const { return build_times_; }

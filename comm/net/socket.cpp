@@ -148,6 +148,20 @@ void set_keepalive(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
 
+bool peer_has_our_address(int fd) {
+  sockaddr_storage a{}, b{};
+  socklen_t la = sizeof a, lb = sizeof b;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &la) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&b), &lb) != 0 || a.ss_family != b.ss_family)
+    return false;
+  if (a.ss_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr == reinterpret_cast<const sockaddr_in&>(b).sin_addr.s_addr;
+  if (a.ss_family == AF_INET6)
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr, sizeof(in6_addr)) == 0;
+  return false;
+}
+
 static int millis_until(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return 0;

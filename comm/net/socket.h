@@ -120,6 +120,10 @@ void set_nonblocking(int fd, bool on);
 void set_buffer_sizes(int fd, int bytes);
 // Enables TCP keepalive with short probes so a silently vanished host is noticed.
 void set_keepalive(int fd);
+// True when both ends of the connected socket `fd` have the same IP address: the peer
+// runs on this machine (or in this network namespace), so its death closes the
+// connection through this kernel and keepalive probes would find nothing more.
+bool peer_has_our_address(int fd);
 
 // Waits with poll() until `fd` has `events` (POLLIN/POLLOUT) or `deadline`: false then.
 bool wait_fd(int fd, short events, Clock::time_point deadline);

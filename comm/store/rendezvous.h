@@ -6,6 +6,8 @@
 //   <prefix>/rank/<r>     counter: how many processes claimed rank r (1 is right)
 //   <prefix>/world        world size as rank 0 sees it
 //   <prefix>/duplicate    set by a process that found its rank already taken
+//   <prefix>/joined       set by rank 0 once every rank's key is there (the others wait
+//                         on it alone: O(1) keys per rank, not P)
 #include <functional>
 #include <string>
 

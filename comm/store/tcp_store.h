@@ -69,6 +69,9 @@ class TcpStoreClient : public Store {
 
   void set_context(ErrorContext ctx);
   std::string address() const;  // "host:port"
+  // Requests this client has sent so far, resends included (for start-up figures:
+  // bench/tcp_connections.sh counts a rank's requests while its communicator is built).
+  int64_t requests_sent() const { return requests_.load(std::memory_order_relaxed); }
 
  private:
   // Sends one request body and returns the reply body. Reconnects when not connected;
@@ -91,6 +94,7 @@ class TcpStoreClient : public Store {
   net::Socket sock_;
   std::unique_ptr<net::RecordChannel> rec_;  // the connection's records, once authenticated
   bool ever_connected_ = false;  // guarded by mu_
+  std::atomic<int64_t> requests_{0};
 };
 
 }  // namespace dpt

@@ -191,6 +191,7 @@ std::string TcpStoreClient::call(const std::string& op, const std::string& body,
   for (int attempt = 0;; ++attempt) {
     try {
       ensure_connected();
+      requests_.fetch_add(1, std::memory_order_relaxed);
       return call_once(body, Clock::now() + server_wait + timeout_ + kReplySlack);
     } catch (const StoreTampered& e) {
       sock_.close();

@@ -12,10 +12,15 @@
 // the store part of the build (TcpCommunicator::build_times, 0 with --no-stats), as
 // wall-clock milestones (ms since the epoch): this rank starts publishing (its store
 // client connects then), has published its address, has met every rank, has read every
-// rank's host.
+// rank's host; store_requests: the requests this rank sent to the store while building
+// (-1 with --no-stats); first_done_at: wall clock (ms since the epoch) when its barrier
+// and first allreduces were done; barrier_us / allreduce4k_us: with --latency N, the mean
+// of N barriers and of N 4 KiB allreduces (0 without).
 //
+//         store_requests Q first_done_at F barrier_us X allreduce4k_us Y
 //   tcp_connections_probe [--algo ring|auto] [--expect-connections N] [--no-stats]
-//                         [--exit-rank R [--only-higher-waits]]
+//                         [--exit-rank R [--only-higher-waits]] [--latency N]
+//                         [--max-store-requests N] [--no-keepalive]
 //
 // --algo ring: the allreduces run the ring algorithm and the barriers are left out (the
 // dissemination barrier talks to ranks at distance 1, 2, 4...), so each rank needs its
@@ -35,8 +40,13 @@
 // then rank 1 sends a word to rank 2 (a first contact, after the store rank 0 served is
 // gone) and rank 2 receives it: a dial must not need the store (the trainer's last
 // barrier meets partners it never talked to after rank 0 is through).
+// --max-store-requests N: exit 7 unless every rank but 0 sent at most N requests to the
+// store while building (the gatherer, rank 0, makes O(ranks): comm/store/store_gather.h).
+// --no-keepalive: exit 8 if any socket of this rank has SO_KEEPALIVE on (every peer on
+// this host: its death closes the connection here; probes on P-1 idle connections per
+// rank overflowed loopback at 512 ranks).
 // Exit codes: 0 ok; 3 a CommError (text on stderr); 4 wrong result; 5 connection count;
-// 6 rank 0's store still up; 2 bad usage.
+// 6 rank 0's store still up; 7 store requests; 8 keepalive; 2 bad usage.
 #include <dirent.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -47,7 +57,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +64,7 @@
 #include "backends/registry.h"
 #include "backends/tcp/tcp_communicator.h"
 #include "comm/launch/env.h"
+#include "tests/support/proc_self.h"
 
 using namespace dpt;
 using Clock = std::chrono::steady_clock;
@@ -64,31 +74,20 @@ namespace {
 // The tcp world starts this process's flight-request watcher unless recording is off.
 bool flight_watcher_on() { return env::get_bool("DPT_FLIGHT"); }
 
-int socket_fds() {
+// Sockets of this process with SO_KEEPALIVE on: the backend turns it on only for peers
+// at another address (mesh.cpp, tune), so ranks of one host hold none.
+int keepalive_sockets() {
   int n = 0;
   DIR* d = ::opendir("/proc/self/fd");
   if (!d) return -1;
   while (dirent* e = ::readdir(d)) {
-    char target[64] = {0};
-    const std::string path = std::string("/proc/self/fd/") + e->d_name;
-    if (::readlink(path.c_str(), target, sizeof target - 1) > 0 && std::string(target).rfind("socket:", 0) == 0) ++n;
+    const int fd = std::atoi(e->d_name);
+    int on = 0;
+    socklen_t len = sizeof on;
+    if (e->d_name[0] != '.' && ::getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &len) == 0 && on) ++n;
   }
   ::closedir(d);
   return n;
-}
-
-long rss_kib() {
-  std::ifstream f("/proc/self/status");
-  std::string key;
-  while (f >> key) {
-    if (key == "VmRSS:") {
-      long v = 0;
-      f >> v;
-      return v;
-    }
-    f.ignore(1 << 20, '\n');
-  }
-  return -1;
 }
 
 // Whether a TCP connection to host:port is refused now (nothing listens there).
@@ -122,6 +121,30 @@ bool store_gone(double timeout_s) {
   return true;
 }
 
+double wall_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Mean time of one barrier and of one 4 KiB allreduce over `rounds` of each, after one
+// of each unmeasured (bench/scale_hosts.sh sets it against Open MPI's mpi_startup_probe).
+struct Latency {
+  double barrier_us = 0, allreduce4k_us = 0;
+};
+Latency measure_latency(Communicator& comm, int rounds, bool no_barrier) {
+  std::vector<float> buf(1024, 1.0f);
+  const Buffer b{buf.data(), buf.size(), DType::f32, Device{}};
+  auto us_per = [&](auto&& op) {
+    op();
+    const auto t = Clock::now();
+    for (int i = 0; i < rounds; ++i) op();
+    return std::chrono::duration<double, std::micro>(Clock::now() - t).count() / rounds;
+  };
+  Latency l;
+  if (!no_barrier) l.barrier_us = us_per([&] { comm.barrier(); });
+  l.allreduce4k_us = us_per([&] { comm.allreduce(b, ReduceOp::sum); });
+  return l;
+}
+
 // Small integers, so every sum is exact in float whatever the reduction order.
 float value(int rank, size_t i) { return float(rank % 7) + float(i % 5); }
 
@@ -149,6 +172,9 @@ int main(int argc, char** argv) {
   bool stats = true;
   long exit_rank = -1;
   bool only_higher_waits = false, rank0_leaves = false;
+  int latency_rounds = 0;
+  long max_store_requests = -1;
+  bool no_keepalive = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--algo" && i + 1 < argc) algo = argv[++i];
@@ -157,6 +183,9 @@ int main(int argc, char** argv) {
     else if (a == "--exit-rank" && i + 1 < argc) exit_rank = std::atol(argv[++i]);
     else if (a == "--only-higher-waits") only_higher_waits = true;
     else if (a == "--rank0-leaves-first") rank0_leaves = true;
+    else if (a == "--latency" && i + 1 < argc) latency_rounds = std::atoi(argv[++i]);
+    else if (a == "--max-store-requests" && i + 1 < argc) max_store_requests = std::atol(argv[++i]);
+    else if (a == "--no-keepalive") no_keepalive = true;
     else {
       std::fprintf(stderr, "tcp_connections_probe: unknown or incomplete argument '%s' (see the file's header)\n",
                    a.c_str());
@@ -214,24 +243,38 @@ int main(int argc, char** argv) {
     if (!ring) comm->barrier();
     const bool ok = allreduce_is_right(*comm, 1024) && allreduce_is_right(*comm, 256 * 1024);
     const auto t2 = Clock::now();
+    const double first_done_at = wall_ms();
+    const Latency lat = latency_rounds > 0 ? measure_latency(*comm, latency_rounds, ring) : Latency{};
     int connections = -1;
     if (stats) connections = dynamic_cast<TcpCommunicator&>(*comm).stats().connections;
     auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
     TcpCommunicator::BuildTimes bt;
     if (stats) bt = dynamic_cast<TcpCommunicator&>(*comm).build_times();
     std::printf("probe rank %d connections %d sockets %d rendezvous_ms %.1f first_ms %.1f rss_kib %ld ok %d "
-                "arrived_at %.2f published_at %.2f joined_at %.2f eager_decided_at %.2f\n",
-                comm->rank(), connections, socket_fds(), ms(t1 - t0), ms(t2 - t1), rss_kib(), int(ok),
-                bt.arrived_at_ms, bt.published_at_ms, bt.joined_at_ms, bt.eager_decided_at_ms);
+                "arrived_at %.2f published_at %.2f joined_at %.2f eager_decided_at %.2f store_requests %lld "
+                "first_done_at %.2f barrier_us %.1f allreduce4k_us %.1f\n",
+                comm->rank(), connections, proc_self::socket_fds(), ms(t1 - t0), ms(t2 - t1), proc_self::rss_kib(), int(ok),
+                bt.arrived_at_ms, bt.published_at_ms, bt.joined_at_ms, bt.eager_decided_at_ms,
+                static_cast<long long>(bt.store_requests), first_done_at, lat.barrier_us, lat.allreduce4k_us);
     std::fflush(stdout);
     if (!ok) return 4;
+    if (max_store_requests >= 0 && comm->rank() != 0 && bt.store_requests > max_store_requests) {
+      std::fprintf(stderr, "rank %d sent %lld requests to the store while building, at most %ld expected\n",
+                   comm->rank(), static_cast<long long>(bt.store_requests), max_store_requests);
+      return 7;
+    }
+    if (no_keepalive && keepalive_sockets() != 0) {
+      std::fprintf(stderr, "rank %d holds %d sockets with keepalive on, none expected (every peer is on this host)\n",
+                   comm->rank(), keepalive_sockets());
+      return 8;
+    }
     // The counter is the backend's word; the open sockets are the kernel's. Besides its
     // connections a rank holds its listener, its store client and the flight-request
     // watcher's own store connection (parked in a get: comm/dispatch/flight_request.h;
     // none with DPT_FLIGHT=0); rank 0 also the store server's listener and two accepted
     // connections per rank. A connector that dialed every rank at start and only counted
     // the ones it used would hold more.
-    const int sockets = socket_fds();
+    const int sockets = proc_self::socket_fds();
     const int per_rank_store = flight_watcher_on() ? 2 : 1;
     const int allowed =
         int(expect) + 1 + per_rank_store + (comm->rank() == 0 ? per_rank_store * comm->size() + 1 : 0);
