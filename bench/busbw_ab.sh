@@ -8,8 +8,9 @@
 # Env: REPS (5).  Issue 58: the build before its shared-memory rework (088aba3) against now.
 set -euo pipefail
 old=${1:?usage: busbw_ab.sh OLD_BUILD NEW_BUILD [OUT]} new=${2:?usage: busbw_ab.sh OLD_BUILD NEW_BUILD [OUT]}
-out=${3:-$(mktemp -d /tmp/busbw_ab.XXXXXX)}
+out=${3:-$(mktemp -d /tmp/busbw_ab.XXXXXX)}  # kept: the per-run logs and JSON rows
 mkdir -p "$out"
+echo "busbw_ab: logs and rows in $out" >&2
 for ((rep = 1; rep <= ${REPS:-5}; rep++)); do
   for mode in arena messages; do
     for p in 2 4 8; do

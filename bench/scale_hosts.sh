@@ -30,7 +30,7 @@ gloo_list=${3:-}
 rounds=${ROUNDS:-50}
 run_timeout=${RUN_TIMEOUT:-1200}
 python=${PYTHON:-$root/.venv/bin/python}
-out=${OUT:-$(mktemp -d /tmp/scale_hosts.XXXXXX)}
+out=${OUT:-$(mktemp -d /tmp/scale_hosts.XXXXXX)}  # kept: its path is printed at the end
 mkdir -p "$out"
 for p in launch tcp_connections_probe mpi_startup_probe; do
   [[ -x $bin/$p ]] || { echo "scale_hosts: $bin/$p is missing (cmake --build build --target $p)" >&2; exit 2; }
