@@ -73,7 +73,7 @@ summarise() {
   read -r rc wall t0 peak <<<"$run"
   cat "$@" | awk -v sys="$sys" -v lay="$layout" -v p="$p" -v h="$hosts" -v rc="$rc" -v wall="$wall" \
     -v t0="$t0" -v peak="$peak" '
-    / rank [0-9]+ / {
+    / rank [0-9]+ / && /first_done_at/ {  # a probe line (a warning names ranks too)
       for (i = 1; i < NF; i++) f[$i] = $(i + 1)
       n++; ok += f["ok"]; b += f["barrier_us"]; a += f["allreduce4k_us"]
       if (f["first_done_at"] > fd) fd = f["first_done_at"]

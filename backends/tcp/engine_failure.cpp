@@ -108,6 +108,7 @@ void ProgressEngine::Impl::fail_communicator(const std::string& detail, bool loc
     queue_abort(p);  // tell the peer, so it fails now instead of at its timeout
   }
   unexpected_bytes = 0;
+  tell_unconnected_shm_peers(culprit);  // the abort frames above reach connected peers only
   if (failed_ops > 0 && !local_abort)
     log::warn("tcp: {} ({} pending operation(s) failed)", detail, failed_ops);
   else
@@ -136,6 +137,8 @@ void ProgressEngine::Impl::start_shutdown() {
       fail<AbortedError>(p.cur_recv, "the communicator was destroyed while this receive was arriving");
       p.cur_recv.reset();  // the rest of the frame is dropped
     }
+    // A same-host peer never connected: its ring's goodbye flag (engine_shm.cpp, "notices").
+    if (!failed && !p.sock.valid() && p.shm && p.state == PeerState::open) p.shm->out().say_goodbye();
     if (failed || !p.sock.valid() || p.state != PeerState::open || p.goodbye_queued) continue;
     auto op = std::make_shared<Op>();
     op->is_send = true;
@@ -149,6 +152,8 @@ void ProgressEngine::Impl::start_shutdown() {
 void ProgressEngine::Impl::expire_ops() {
   auto now = Clock::now();
   for (Peer& p : peers) {
+    // Ops wait on a same-host peer never connected: did it shut down meanwhile?
+    if (p.unconnected && (!p.posted.empty() || !p.sendq.empty())) unconnected_goodbye(p);
     // On demand (connector.h): a peer that never connected may be dead, stuck before
     // this operation, or running different operations; say which side had to dial.
     const std::string never =

@@ -178,6 +178,7 @@ struct ProgressEngine::Impl {
   std::vector<Peer> peers;
   std::vector<ShmChannelPtr> channels;
   bool any_shm = false;
+  ShmChannel* own_inbox = nullptr;  // any channel: they all read this rank's inbox header
   bool shm_progress = false;  // bytes moved through a ring in this loop turn
   Clock::time_point spin_until;
   int wake_fd = -1;  // gate->wake_fd
@@ -274,6 +275,13 @@ struct ProgressEngine::Impl {
   void ring_doorbell(Peer& p);
   void drain_doorbells(Peer& p);
   void check_shm_eof(Peer& p);
+  // Peers with rings but no connection yet (engine_shm.cpp, "notices"): a failure notice
+  // in this rank's inbox fails the communicator; a goodbye flag from such a peer is its
+  // departure. The notice costs one load per turn; the flags are read for peers with ops.
+  void check_shm_notices();
+  bool unconnected_goodbye(Peer& p);
+  // This rank failed: tell the same-host peers no abort frame can reach.
+  void tell_unconnected_shm_peers(int culprit);
   // The engine thread's poll timeout with rings: 0 while spinning, else `timeout_ms`
   // after arming the rings' sleep flags (`armed` then true).
   int shm_poll_timeout(Clock::time_point now, int timeout_ms, bool& armed);

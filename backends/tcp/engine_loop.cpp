@@ -72,6 +72,7 @@ void ProgressEngine::Impl::run() {
 }
 
 bool ProgressEngine::Impl::prepare_turn() {
+  check_shm_notices();
   take_inbox();
   shm_progress = false;
   for (Peer& p : peers)

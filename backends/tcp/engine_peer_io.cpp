@@ -25,6 +25,7 @@ void ProgressEngine::Impl::route(const OpPtr& op) {
   Peer& p = peers[static_cast<size_t>(op->peer)];
   if (p.shm) shm_progress = true;  // a new op on a ring: its answer comes soon
   if (failed) return fail_with_failure(op);
+  unconnected_goodbye(p);  // a same-host peer that shut down before the pair talked
   if (p.unconnected && !p.dial_asked && p.rank > cfg.rank && !shutting_down) {
     p.dial_asked = true;  // the lower rank dials (connector.h)
     cfg.dial(p.rank, Millis(op->timeout_ms));

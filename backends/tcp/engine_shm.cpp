@@ -8,6 +8,13 @@
 //               and blocks in poll() until a doorbell, a post, or its timeout.
 //   ring EOF  - the peer's socket closed: acted on only once its ring is drained (it
 //               wrote its goodbye into the ring before closing).
+//   notices   - a same-host peer is connected only once the pair first talks
+//               (connector.h), so a failure or a clean end must also reach peers with
+//               no socket: a failing rank writes its rank into their inbox headers
+//               (ShmChannel::tell_failed; read every turn, so within the 100 ms a waiting
+//               engine sleeps at most), and a rank shutting down sets the goodbye flag
+//               of its ring to each of them (read when an op for that peer is routed and
+//               at each expiry check).
 #include <sched.h>
 #include <sys/socket.h>
 
@@ -53,6 +60,28 @@ void ProgressEngine::Impl::check_shm_eof(Peer& p) {
   const bool mid = p.in_payload || p.hdr_got > 0;
   on_connection_lost(p, fmt::format("{} by peer rank {}{}: did it exit or crash?", p.eof_detail, p.rank,
                                     mid ? " in the middle of a frame" : ""));
+}
+
+void ProgressEngine::Impl::check_shm_notices() {
+  if (!own_inbox || failed) return;
+  const int by = own_inbox->failed_by();
+  if (by < 0 || by >= cfg.world || by == cfg.rank) return;
+  fail_communicator(fmt::format("rank {} failed its communicator (told through shared memory: it had no connection "
+                                "to this rank)",
+                                by),
+                    false, by);
+}
+
+bool ProgressEngine::Impl::unconnected_goodbye(Peer& p) {
+  if (!p.unconnected || !p.shm || p.state != PeerState::open || !p.shm->in().goodbye_said()) return false;
+  p.unconnected = false;  // a dial under way, or the watch's verdict, is ignored when it comes
+  on_goodbye(p);
+  return true;
+}
+
+void ProgressEngine::Impl::tell_unconnected_shm_peers(int culprit) {
+  for (Peer& p : peers)
+    if (p.shm && !p.sock.valid() && p.rank != culprit) p.shm->tell_failed(cfg.rank);
 }
 
 bool ProgressEngine::Impl::shm_ops_pending() const {

@@ -3,9 +3,10 @@
 // pieces that make the rest on demand (connector.h).
 //
 // Terms:
-//   eager    - the pairs connected while the communicator is built: same-host peers
-//              (their shared-memory channels need the socket for doorbells and
-//              liveness), or every pair when MeshConfig::eager is empty (full mesh).
+//   eager    - the pairs connected while the communicator is built: those
+//              MeshConfig::eager names (the tcp backend names none: even same-host pairs,
+//              whose shared-memory rings ring their doorbells over the socket, connect on
+//              demand), or every pair when it is empty (full mesh).
 //   on demand- every other pair is connected by the first operation that needs it
 //              (connector.h): the lower rank dials, the higher waits for it.
 //   scheme   - rank i dials ranks j > i and accepts from ranks j < i, so each pair has
@@ -39,7 +40,7 @@ struct MeshConfig {
   std::string token;           // job token (comm/store/job_token.h); never logged
   Millis timeout{120000};      // rendezvous and connection deadline
   ErrorContext ctx;            // rank/backend for error messages
-  // eager[r]: connect rank r while building (same host). Empty: every rank (full mesh).
+  // eager[r]: connect rank r while building. Empty: every rank (full mesh).
   std::vector<bool> eager;
   // When set: called once every rank's address is published, and sets `eager` (it may
   // read the store: e.g. every rank's host). It may also fill `addresses` (its argument,

@@ -70,10 +70,13 @@ ProgressEngine::ProgressEngine(EngineConfig cfg, std::vector<net::Socket> socket
   for (int r = 0; r < m.cfg.world; ++r) {
     Peer& p = m.peers[static_cast<size_t>(r)];
     p.rank = r;
+    // A shared-memory peer may still be unconnected: its ring is used once the socket
+    // that carries its doorbells arrives on demand (connector.h), like any other peer's.
+    p.shm = m.channels[static_cast<size_t>(r)].get();
+    m.any_shm |= p.shm != nullptr;
+    if (p.shm && !m.own_inbox) m.own_inbox = p.shm;
     if (r < static_cast<int>(sockets.size()) && sockets[r].valid()) {
-      p.shm = m.channels[static_cast<size_t>(r)].get();
       m.adopt_socket(p, std::move(sockets[r]));
-      m.any_shm |= p.shm != nullptr;
       ++m.connections;
     } else if (r != m.cfg.rank && m.cfg.dial) {
       p.unconnected = true;

@@ -26,7 +26,8 @@
 //   shm peer    - a same-host peer with a shared-memory channel (shm_channel.h): its
 //                 frames travel through the channel's rings instead of the socket; the
 //                 socket then carries only doorbell bytes (wake-ups) and, by closing,
-//                 tells that the peer is gone. While rings are busy the engine spins
+//                 tells that the peer is gone. The socket is made on demand like any
+//                 other (connector.h); until it arrives the rings are not touched. While rings are busy the engine spins
 //                 (poll with timeout 0, sched_yield) for EngineConfig::shm_spin after
 //                 the last byte moved while ops wait on a ring, then arms the rings'
 //                 sleep flags and blocks in poll().

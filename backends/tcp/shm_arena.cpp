@@ -41,6 +41,11 @@ struct alignas(128) RankControl {
   // Fingerprints by round parity (ordered by the barrier's step store and loads).
   std::atomic<uint64_t> what[2] = {0, 0};
   std::atomic<uint64_t> count[2] = {0, 0};
+  // Set once by the rank before it says ok, read by waiters (shm_arena.h, "state").
+  std::atomic<uint32_t> state{0};
+  int32_t pid = 0;
+  uint64_t start_ticks = 0;
+  uint64_t pid_namespace = 0;
 };
 static_assert(sizeof(RankControl) == 128, "one rank's control words share one 128-byte line");
 static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4,
@@ -132,6 +137,25 @@ ShmArena::Fingerprint ShmArena::published(int owner) const {
   const RankControl& c = controls(base_)[owner];
   return Fingerprint{c.what[round_ & 1].load(std::memory_order_relaxed), c.count[round_ & 1].load(std::memory_order_relaxed)};
 }
+
+void ShmArena::set_state(RankState s) {
+  std::atomic<uint32_t>& st = controls(base_)[rank_].state;
+  uint32_t cur = st.load(std::memory_order_acquire);
+  // failed is final: a rank that gave up and then shuts down stays failed to its peers.
+  while (cur != uint32_t(RankState::failed) && !st.compare_exchange_weak(cur, uint32_t(s), std::memory_order_acq_rel)) {
+  }
+}
+
+ShmArena::RankState ShmArena::state_of(int rank) const {
+  return RankState(controls(base_)[rank].state.load(std::memory_order_acquire));
+}
+
+ProcessLife ShmArena::life_of(int rank) const {
+  const RankControl& c = controls(base_)[rank];
+  return process_life(ProcessIdentity{c.pid, c.start_ticks, c.pid_namespace});
+}
+
+int32_t ShmArena::pid_of(int rank) const { return controls(base_)[rank].pid; }
 
 void ShmArena::barrier(const Check& check) {
   const uint32_t target = ++step_;
@@ -230,6 +254,14 @@ std::unique_ptr<ShmArena> setup_shm_arena(Store& store, const ArenaConfig& c) {
         log::warn("tcp: cannot map the collective arena ({}); collectives use messages", e.what());
       }
     }
+  }
+  if (ok) {
+    // Before ok: once every rank said ok, each one's identity is there for the waiters.
+    RankControl& me = controls(m.base)[c.rank];
+    const ProcessIdentity id = this_process();
+    me.pid = id.pid;
+    me.start_ticks = id.start_ticks;
+    me.pid_namespace = id.pid_namespace;
   }
   // Every rank reads every verdict (rank 0's: whether it made the arena), so all decide
   // alike; rank 0 gathers them, so it has read every one when it unlinks the name.

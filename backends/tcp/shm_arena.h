@@ -19,6 +19,14 @@
 //              the late rank's step word (a shared futex works across processes); a rank
 //              raising its step wakes that word's sleepers. Sleeps last at most 20 ms,
 //              after which the waiter runs its check (deadline, dead or departed peer).
+//   state    - per rank, in its step line: running, departed (its communicator shut
+//              down cleanly) or failed (it gave up on a collective or was aborted), and
+//              its process identity (comm/launch/process_identity.h), written before it says ok.
+//              The arena's ranks need no connection to each other (the tcp backend
+//              connects pairs on demand), so a waiter learns from these, not from a
+//              closed socket, that the late rank will never come: a rank that departed,
+//              failed, or whose process is gone ends every wait on it within
+//              milliseconds.
 //   fingerprint - per rank and parity, in the rank's step line: what collective (kind,
 //              dtype, op, root, count) it runs, written before the first barrier of
 //              the collective and read by every rank after it. The same parity rule as
@@ -40,6 +48,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/launch/process_identity.h"
 #include "comm/error.h"
 #include "comm/store/store.h"
 
@@ -80,6 +89,12 @@ class ShmArena {
   };
   void publish(const Fingerprint& f);
   Fingerprint published(int owner) const;
+
+  enum class RankState : uint32_t { running = 0, departed = 1, failed = 2 };
+  void set_state(RankState s);  // this rank's; failed is never changed back
+  RankState state_of(int rank) const;
+  ProcessLife life_of(int rank) const;  // one read of /proc (comm/launch/process_identity.h)
+  int32_t pid_of(int rank) const;
 
   // Called while waiting on `late_rank`, at least every 20 ms; throws to give up.
   using Check = std::function<void(int late_rank)>;

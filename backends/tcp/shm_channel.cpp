@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 
@@ -34,6 +35,9 @@ struct InboxHeader {
   uint64_t owner;       // the owning rank
   uint64_t slots;       // local ranks
   uint64_t ring_bytes;  // every ring of this inbox
+  // 1 + the first local rank whose communicator failed and that had no connection to
+  // the owner to send its abort frame on (ShmChannel::tell_failed); 0: none.
+  uint64_t failed_by;
 };
 
 // One mapped inbox: unmapped when its last channel goes, and unlinked on the way out
@@ -117,7 +121,7 @@ void create_inbox(ShmSegment& s, const std::string& name, int owner, uint64_t sl
   if (!why.empty()) throw std::runtime_error(name + ": " + why);
   for (uint64_t i = 0; i < slots; ++i) new (s.control(int(i))) RingControl();
   auto* h = static_cast<InboxHeader*>(s.base);
-  *h = InboxHeader{0, nonce, uint64_t(owner), slots, ring};
+  *h = InboxHeader{0, nonce, uint64_t(owner), slots, ring, 0};
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kInboxMagic;
 }
@@ -164,6 +168,18 @@ ShmChannel::ShmChannel(std::shared_ptr<ShmSegment> mine, std::shared_ptr<ShmSegm
 }
 
 ShmChannel::~ShmChannel() = default;
+
+void ShmChannel::tell_failed(int my_rank) {
+  uint64_t none = 0;
+  std::atomic_ref<uint64_t>(static_cast<InboxHeader*>(theirs_->base)->failed_by)
+      .compare_exchange_strong(none, uint64_t(my_rank) + 1, std::memory_order_acq_rel);
+}
+
+int ShmChannel::failed_by() const {
+  const uint64_t v =
+      std::atomic_ref<uint64_t>(static_cast<InboxHeader*>(mine_->base)->failed_by).load(std::memory_order_acquire);
+  return int(v) - 1;
+}
 
 std::string ShmChannel::reserve_more(size_t upcoming) {
   // Pages up to where the coming write can reach, rounded to pages: a pair that only

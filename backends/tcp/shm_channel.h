@@ -63,6 +63,11 @@ class ShmChannel {
   ShmChannel& operator=(const ShmChannel&) = delete;
   ShmRing& out() { return out_; }
   ShmRing& in() { return in_; }
+  // A failure notice for a peer this rank has no connection to (no abort frame can reach
+  // it): written into the peer's inbox header, the first notice wins. failed_by(): the
+  // rank that wrote one into this rank's inbox (any channel reads the same), or -1.
+  void tell_failed(int my_rank);
+  int failed_by() const;
   // The out ring's pages are reserved as the writes first reach them, in order (a ring
   // fills from its start before it wraps): "" once the next `upcoming` bytes are, else
   // why not (a full /dev/shm, where the write would die of SIGBUS).

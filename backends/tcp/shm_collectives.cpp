@@ -42,7 +42,17 @@ bool ShmCollectives::supports(const CollArgs& a) {
   }
 }
 
-void ShmCollectives::check(int late) const {
+void ShmCollectives::check(int late) {
+  try {
+    check_late_rank(late);
+  } catch (...) {
+    // This rank leaves the collective: its peers' waits on it end now, not at their timeout.
+    mark_failed();
+    throw;
+  }
+}
+
+void ShmCollectives::check_late_rank(int late) {
   ErrorContext ctx = ctx_;
   ctx.op = op_;
   ctx.peer = late;
@@ -52,11 +62,24 @@ void ShmCollectives::check(int late) const {
     if (f.culprit >= 0) ctx.peer = f.culprit;
     throw PeerError(ctx, f.detail);
   }
-  if (engine_.departed(late))
+  const ShmArena::RankState state = arena_->state_of(late);
+  if (engine_.departed(late) || state == ShmArena::RankState::departed)
     throw PeerError(ctx, fmt::format("rank {} shut down its communicator while this rank waited for it in a "
                                      "shared-memory {}: did the ranks issue different collectives?",
                                      late, op_));
-  if (std::chrono::steady_clock::now() >= deadline_)
+  if (state == ShmArena::RankState::failed)
+    throw PeerError(ctx, fmt::format("rank {} gave up (its communicator failed or was aborted) while this rank waited "
+                                     "for it in a shared-memory {}",
+                                     late, op_));
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_life_check_) {
+    next_life_check_ = now + std::chrono::milliseconds(50);
+    if (arena_->life_of(late) == ProcessLife::gone)
+      throw PeerError(ctx, fmt::format("rank {} (pid {}) exited while this rank waited for it in a shared-memory {}: "
+                                       "did it crash or get killed?",
+                                       late, arena_->pid_of(late), op_));
+  }
+  if (now >= deadline_)
     throw TimeoutError(ctx, fmt::format("rank {} did not reach the shared-memory {}: timeout after {} ms (still computing, "
                                         "stopped, or in a different collective?)",
                                         late, op_, timeout_.count()));

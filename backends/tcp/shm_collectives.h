@@ -37,6 +37,10 @@ class ShmCollectives {
   ShmCollectives(std::unique_ptr<ShmArena> arena, const ProgressEngine& engine, ErrorContext ctx);
 
   static bool supports(const CollArgs& a);
+  // What the other ranks' waits learn about this one (shm_arena.h, "state"): it shut
+  // its communicator down, or it was aborted.
+  void mark_departed() { arena_->set_state(ShmArena::RankState::departed); }
+  void mark_failed() { arena_->set_state(ShmArena::RankState::failed); }
   // Runs `a` on the calling thread; throws TimeoutError / PeerError / AbortedError.
   void run(const CollArgs& a, Millis timeout);
 
@@ -46,7 +50,8 @@ class ShmCollectives {
   void allgather(const CollArgs& a);
   void broadcast(const CollArgs& a);
   void barrier();
-  void check(int late_rank) const;
+  void check(int late_rank);
+  void check_late_rank(int late_rank);
   // The arena barrier; the collective's first one also compares fingerprints.
   void round_barrier();
 
@@ -58,6 +63,8 @@ class ShmCollectives {
   Millis timeout_{0};
   const char* op_ = "";
   bool compare_pending_ = false;
+  // The late rank's process is looked up in /proc at most this often while waiting.
+  std::chrono::steady_clock::time_point next_life_check_{};
 };
 
 }  // namespace dpt::tcp

@@ -1,12 +1,10 @@
 #pragma once
 // A single-producer/single-consumer byte ring in shared memory: the data path of the
-// tcp backend between two ranks on one host (the TCP connection stays, as the
-// liveness channel and the doorbell).
+// tcp backend between two ranks on one host (their TCP connection, made when the pair
+// first talks, is the liveness channel and the doorbell). Where the rings live: the
+// receivers' inboxes (shm_channel.h).
 //
 // Terms:
-//   segment  - one POSIX shm object per pair of same-host ranks, mapped by both: a
-//              header page, then two rings (ring 0 carries lower rank -> higher rank,
-//              ring 1 the other way).
 //   head     - total bytes the producer has published (only it writes head).
 //   tail     - total bytes the consumer has consumed (only it writes tail).
 //              head - tail bytes are readable; capacity - (head - tail) writable.

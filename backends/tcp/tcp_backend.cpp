@@ -103,9 +103,12 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   cfg.token = m.token;
   log::set_rank(m.rank);
   // Every rank's host (comm/launch/topology.h): for the hierarchical algorithms, whatever the
-  // shared-memory settings say; and for the connections built now: same-host peers
-  // (their shared-memory channels need the socket), the others on demand (connector.h).
-  // Read once every address is published (a rank still starting must find ours).
+  // shared-memory settings say. No pair is connected now: every connection, same-host
+  // ones included, is made by the first operation that needs it (connector.h), so a host
+  // of L ranks does not make L(L-1)/2 connections at start-up; a shared-memory pair's
+  // socket (doorbells) comes the same way, and the arena's waits need none
+  // (shm_arena.h, "state"). Read once every address is published (a rank still
+  // starting must find ours).
   std::vector<uint64_t> hosts;
   std::vector<std::string> addresses;
   const bool shm_on = env::get_bool(kTcpShmEnv);
@@ -113,17 +116,15 @@ static std::unique_ptr<Communicator> meet_in_store(std::shared_ptr<Store> store,
   cfg.decide_eager = [&](std::vector<std::string>& dial_addresses) {
     hosts = gather_host_digests(*store, m);
     addresses = tcp::gather_addresses(*store, cfg, m.timeout);
-    dial_addresses = addresses;  // the eager dials read them here, not one store key each
-    std::vector<bool> eager(size_t(m.world));
-    for (int r = 0; r < m.world; ++r) eager[size_t(r)] = shm_on && hosts[size_t(r)] == hosts[size_t(m.rank)];
-    return eager;
+    dial_addresses = addresses;
+    return std::vector<bool>(size_t(m.world), false);
   };
   tcp::Mesh mesh = tcp::build_mesh(*store, cfg);
   if (mesh.rejected_connections > 0)
     log::warn("tcp rendezvous: {} stray connection(s) were rejected", mesh.rejected_connections);
-  log::debug("tcp: same-host connections of {} ranks ready (listening on {})", m.world, cfg.listen_host);
+  log::debug("tcp: {} ranks met (listening on {}; connections on demand)", m.world, cfg.listen_host);
 
-  // Same-host peers: shared-memory rings next to (not instead of) their connection.
+  // Same-host peers: shared-memory rings, used once their connection (doorbells) is made.
   tcp::ShmConfig shm;
   shm.rank = m.rank;
   shm.world = m.world;

@@ -53,6 +53,7 @@ TcpCommunicator::TcpCommunicator(int rank, int size, CommOptions options, std::v
 TcpCommunicator::~TcpCommunicator() {
   // Collectives first (they use the engine), then the engine says goodbye to the peers.
   shutdown_worker();
+  if (shm_coll_) shm_coll_->mark_departed();  // the arena's waits on this rank end now
   if (connector_) connector_->stop();  // no connection may arrive at a gone engine
   engine_.reset();
 }
@@ -66,7 +67,10 @@ WorkPtr TcpCommunicator::do_irecv(const Buffer& buf, int peer, int64_t tag) {
 }
 void TcpCommunicator::algorithm_begins() { engine_->begin_drive(); }
 void TcpCommunicator::algorithm_ends() { engine_->end_drive(); }
-void TcpCommunicator::do_abort(const std::string& reason) { engine_->abort(reason); }
+void TcpCommunicator::do_abort(const std::string& reason) {
+  if (shm_coll_) shm_coll_->mark_failed();  // peers waiting in the arena have no socket to hear it on
+  engine_->abort(reason);
+}
 
 bool TcpCommunicator::native_supports(const CollArgs& a) const {
   return shm_coll_ && tcp::ShmCollectives::supports(a);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,8 +29,10 @@ namespace {
 // (or by the deadline below) must never read as "exited 0".
 int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
-// Runs child(rank, comm) in `world` forked processes; returns their wait statuses.
-std::vector<int> fork_ranks(int world, const std::function<int(Communicator&)>& child) {
+// Runs child(comm) in `world` forked processes; returns their wait statuses. The child
+// owns the communicator (it may destroy it before it returns).
+using OwnedComm = std::unique_ptr<Communicator>;
+std::vector<int> fork_ranks_owning(int world, const std::function<int(OwnedComm&)>& child) {
   int port = 0;
   {
     TcpStoreServer probe("127.0.0.1", 0);
@@ -45,7 +48,7 @@ std::vector<int> fork_ranks(int world, const std::function<int(Communicator&)>& 
         CommOptions o;
         o.timeout = Millis(30000);
         auto comm = create_tcp_communicator(b, o);
-        code = child(*comm);
+        code = child(comm);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: unexpected: %s\n", r, e.what());
         code = 14;
@@ -64,6 +67,40 @@ std::vector<int> fork_ranks(int world, const std::function<int(Communicator&)>& 
     }
   }
   return status;
+}
+
+std::vector<int> fork_ranks(int world, const std::function<int(Communicator&)>& child) {
+  return fork_ranks_owning(world, [&](OwnedComm& c) { return child(*c); });
+}
+
+// Ranks 0 and 2 run an allreduce that rank 1 never joins (it has done `leave` and sleeps,
+// alive); each must fail within 2 s with an error holding `needle`. The ranks share one
+// host and no connection (the allreduce runs in the shared-memory arena): only the
+// arena's state words can tell them (shm_arena.h, "state").
+void check_arena_wait_ends(const std::function<void(OwnedComm&)>& leave, const std::string& needle) {
+  auto status = fork_ranks_owning(3, [&](OwnedComm& c) {
+    c->barrier();
+    if (c->rank() == 1) {
+      leave(c);
+      std::this_thread::sleep_for(6s);  // alive all along: no process death to notice
+      return 0;
+    }
+    std::vector<float> v(1024, 1.0f);
+    const auto t0 = Clock::now();
+    try {
+      c->allreduce(make_buffer(v.data(), v.size()), ReduceOp::sum);
+      return 10;
+    } catch (const CommError& e) {
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::fprintf(stderr, "rank %d failed after %.3f s: %s\n", c->rank(), s, e.what());
+      if (std::string(e.what()).find(needle) == std::string::npos) return 11;
+      return s < 2.0 ? 0 : 12;
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << " status " << status[r]);
+    CHECK(exit_code(status[r]) == 0);
+  }
 }
 
 }  // namespace
@@ -96,7 +133,11 @@ TEST_CASE("fault: a rank killed mid-collective makes every other rank fail withi
 
 TEST_CASE("fault: a rank exiting without destroying its communicator is reported as a crash") {
   auto status = fork_ranks(2, [](Communicator& c) {
-    c.barrier();
+    // One message first: the pair connects on demand, and the end of that connection is
+    // what rank 0 must read as a crash.
+    int32_t hello = 7;
+    if (c.rank() == 0) c.send(make_buffer(&hello, 1), 1, 2);
+    else c.recv(make_buffer(&hello, 1), 0, 2);
     if (c.rank() == 1) ::_exit(0);  // no goodbye
     int32_t x;
     try {
@@ -108,4 +149,13 @@ TEST_CASE("fault: a rank exiting without destroying its communicator is reported
   });
   CHECK(exit_code(status[0]) == 0);
   CHECK(exit_code(status[1]) == 0);
+}
+
+TEST_CASE("fault: a rank that aborts ends the other ranks' shared-memory waits on it within 2 s", "[arena]") {
+  check_arena_wait_ends([](OwnedComm& c) { c->abort("the test gives up"); },
+                        "rank 1 gave up (its communicator failed or was aborted)");
+}
+
+TEST_CASE("fault: a rank that shuts its communicator down ends the others' shared-memory waits within 2 s", "[arena]") {
+  check_arena_wait_ends([](OwnedComm& c) { c.reset(); }, "rank 1 shut down its communicator while this rank waited");
 }

@@ -202,7 +202,8 @@ def run_case(case, build):
         tcp = tcp_init()
         outs = collect([start(case, r, 2, tcp, {}, build) for r in range(2)], START_LIMIT_S)
         ok &= expect(outs, 0, "ERROR RuntimeError: ",
-                     ["[rank 0/2 tcp] allreduce", "(peer 1)", "connection closed by peer rank 1: did it exit or crash?"],
+                     ["[rank 0/2 tcp] allreduce", "(peer 1)", "rank 1 (pid ",
+                      "exited while this rank waited for it in a shared-memory allreduce: did it crash or get killed?"],
                      "rank 1 killed", timed="op")
         if outs[1][0] != -signal.SIGKILL:
             print(f"FAIL rank 1 should have died of SIGKILL, exit {outs[1][0]}")
