@@ -1,6 +1,6 @@
-# Tests whose wall time is mostly waiting (a timeout running out, a link cut, a rendezvous
-# window): they take one of ctest's slots, not one per rank, so the suite runs other work
-# beside them. Each entry is measured with the test alone on a 2-core EPYC: CPU seconds of
+# Tests that keep about one core busy or less, whatever their rank count: mostly waiting (a
+# timeout running out, a link cut, a rendezvous window), or ranks that take turns. They take
+# one of ctest's slots, not one per rank, so the suite runs other work beside them. Each entry is measured with the test alone on a 2-core EPYC: CPU seconds of
 # the whole machine (/proc/stat) over wall seconds. Only tests whose checks do not time the
 # work itself belong here (zero.overlap_shaped_link, which compares step times, does not;
 # elastic.slow_survivor's 4 s timeout keeps its slots too). A name that no longer exists is
@@ -18,6 +18,10 @@ set(DPT_WAITING_TESTS
   reliability.netns_hosts        # 9 s, 0.56 cores (Xeon): waits out a cut link's 5 s timeout
   tools.run_report               # 17 s, 0.81 cores (Xeon): headless Chromium rendering pages
   tcp_dead_lower_peer_probed     # 3 s, 0.04 cores (Xeon): waits for a dead rank's listener probes
+  docs.commands.rest             # 42 s, 1.10 cores (Xeon): one documented command at a time
+  train.num_classes.np2          # 12 s, 1.08 cores (Xeon): short trainings, results compared
+  train.val_split                # 5 s, 1.01 cores (Xeon)
+  gpt2.train.token_loss.np2      # 7 s, 1.15 cores (Xeon): numerics against a reference
 )
 
 # Called from dpt_quick_labels(), at the end of every tests/ folder's CMakeLists.txt.
