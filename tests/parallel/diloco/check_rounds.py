@@ -4,7 +4,8 @@ was lost or trained twice.
 Reads the per-process sample logs of train --debug-sample-log PREFIX (lines "step world
 rank index...", --no-shuffle so an index is the sample's position in the epoch) and the
 membership event of --metrics-out. A process's log restarts its step numbers when a new
-generation takes over (the group went back to the round's end it resumed after, R); the
+generation takes over (the group went back to the round's end it resumed after, R), or
+goes on from R + 1 in the new world size (the old generation stopped right at R); the
 lines kept are each generation's steps that the final model contains: the first
 generation's steps <= R (every member's, the lost ones' included) and the last
 generation's steps > R. Those must deal the positions [0, end) exactly once, with no gap,
@@ -32,13 +33,15 @@ def main():
     if not files:
         sys.exit("FAIL: no sample logs")
     for path in files:
-        generation, last = 0, 0
+        generation, last, last_world = 0, 0, None
         for line in open(path):
             f = [int(v) for v in line.split()]
             step, world, rank, idx = f[0], f[1], f[2], f[3:]
-            if step <= last:
+            # A new generation restarts the step numbers (it went back to R) or, when the
+            # old one stopped right at R, carries on from R + 1 in a smaller world.
+            if step <= last or (last_world is not None and world != last_world):
                 generation += 1
-            last = step
+            last, last_world = step, world
             if generation > 1:
                 sys.exit(f"FAIL: {path} holds more than two generations")
             if (generation == 0 and step <= r) or (generation == 1 and step > r):
