@@ -4,7 +4,9 @@
 # the whole machine (/proc/stat) over wall seconds. Only tests whose checks do not time the
 # work itself belong here (zero.overlap_shaped_link, which compares step times, does not;
 # elastic.slow_survivor's 4 s timeout keeps its slots too). A name that no longer exists is
-# ignored. The figures marked (Xeon) come from tools/suite_cpu_profile.sh on a 2-core Intel
+# ignored. (reliability.netns_hosts, 0.56 cores, failed once beside elastic.hung_rank with its
+# output lost and passed alone and beside a CPU hog: it keeps its 2 slots until understood.)
+# The figures marked (Xeon) come from tools/suite_cpu_profile.sh on a 2-core Intel
 # Xeon (family 6 model 167), each test alone, 2026-12-03.
 set(DPT_WAITING_TESTS
   diloco.elastic.two_hosts.np4   # 26 s, 0.07 cores: waits out the cut link's timeout
@@ -15,7 +17,6 @@ set(DPT_WAITING_TESTS
   slurm.preempt                  # 69 s, 0.86 cores (Xeon): Slurm's scheduling and requeue waits
   comm.flight_recorder           # 13 s, 0.38 cores (Xeon): waits out a stopped rank's timeout
   reliability.records_on_the_wire  # 11 s, 0.25 cores (Xeon): packet captures between namespaces
-  reliability.netns_hosts        # 9 s, 0.56 cores (Xeon): waits out a cut link's 5 s timeout
   tools.run_report               # 17 s, 0.81 cores (Xeon): headless Chromium rendering pages
   tcp_dead_lower_peer_probed     # 3 s, 0.04 cores (Xeon): waits for a dead rank's listener probes
   docs.commands.rest             # 42 s, 1.10 cores (Xeon): one documented command at a time

@@ -88,10 +88,14 @@ void accept_lower_ranks(net::Listener& listener, const MeshConfig& cfg, uint64_t
     log::warn("tcp rendezvous: closing connection from {}: {}", p.from, why);
     p.sock.close();
   };
-  // The hosts of the ranks that may dial this one (lower ranks), where the addresses are
-  // known: anything else is refused before it costs a slot.
+  // The hosts of this job's ranks, where the addresses are known: anything else is refused
+  // before it costs a slot. Every rank's, not only the lower ranks' (the ones that dial):
+  // a higher rank waiting for this one probes its listener (liveness_probe.h), and such a
+  // probe from a host with no lower rank was refused with a warning on every run across
+  // hosts (the probe still read it as alive, but the log filled with false alarms).
   std::set<std::string> job_hosts;
-  for (int r = 0; r < cfg.rank && size_t(r) < cfg.addresses.size(); ++r) {
+  for (int r = 0; size_t(r) < cfg.addresses.size(); ++r) {
+    if (r == cfg.rank) continue;
     const std::string& a = cfg.addresses[size_t(r)];
     job_hosts.insert(a.substr(0, a.rfind(' ')));
   }
