@@ -129,5 +129,5 @@ function(dpt_quick_labels)
       set_property(TEST ${t} APPEND PROPERTY LABELS quick)
     endif()
   endforeach()
-  dpt_waiting_slots()  # tests/waiting_tests.cmake
+  dpt_test_cores()  # tests/test_cores.cmake
 endfunction()

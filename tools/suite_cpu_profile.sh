@@ -2,7 +2,7 @@
 # Runs every CTest of a build alone, one after another, and records for each its wall time
 # and the CPU time the whole machine spent while it ran (from /proc/stat, so daemons and
 # re-parented processes count too). cores = CPU seconds / wall seconds says how many of
-# ctest's slots (PROCESSORS) the test really occupies; tests/test_slots.cmake is set from it.
+# ctest's slots (PROCESSORS) the test really occupies; tests/test_cores.cmake is set from it.
 #
 #   tools/suite_cpu_profile.sh [build-dir] [out.tsv] [ctest selection args...]
 #   e.g. tools/suite_cpu_profile.sh build /tmp/profile.tsv -L quick

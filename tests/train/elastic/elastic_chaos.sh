@@ -3,7 +3,7 @@
 # with --max-restarts, ~25 s of faults from every kind of bench/chaos_schedule.py
 # (kills, short and long stops, a link cut, two kills in one re-forming window, a kill
 # at a checkpoint write, a join during a stop), beside whatever test ctest runs next to
-# it (tests/waiting_tests.cmake: it takes one slot; bench/chaos.sh's niced CPU-bound
+# it (tests/test_cores.cmake: it holds both cores, 1.5 busy alone; bench/chaos.sh's niced CPU-bound
 # neighbours spent a core of the suite on nothing but heat); its
 # verdict must pass, the verdict's --self-test must see each part fail on a bug put back
 # in the recorded logs, and the schedule generator's self-test must pass.
