@@ -113,8 +113,12 @@ Context init(int argc, char** argv, InitOptions options) {
                                   "build/bin/launch --elastic, but this process was started by '" + impl->launch.source +
                                   "' (" + env::kElasticId + " is not set), which cannot re-form a job: start it as "
                                   "build/bin/launch --elastic -n MIN:MAX PROGRAM, or leave elastic out");
-    auto setup = train::elastic_setup(impl->options, "dpt::init with InitOptions::elastic");
-    impl->comm = std::move(setup->comm);  // refusing newcomers, elastic_setup always returns a group
+    // A process restarted by launch --max-restarts finds the job running and waits here
+    // until the members take it in (dpt::torch::ElasticLoop gives it their state).
+    auto setup = train::elastic_setup(impl->options);
+    if (!setup)
+      throw ElasticJobOver("elastic: the job finished before this process could join (dpt::init)");
+    impl->comm = std::move(setup->comm);
     impl->elastic = std::make_shared<train::ElasticSetup>(std::move(*setup));
   } else {
     impl->comm = backends::create(backend, impl->options);

@@ -55,6 +55,7 @@ set(DPT_ONE_CORE_TESTS
   train.val_split                  # 5 s, 1.01 cores
   gpt2.train.token_loss.np2        # 7 s, 1.15 cores: numerics against a reference
   diloco.vs_torch.elastic.np3      # 9 s, 1.16 cores
+  libtorch.elastic_grow.np3        # 8 s, 0.4 cores: 40 ms steps waiting for the restarted rank
 )
 set(DPT_TEST_IDLE_SLOTS 2)
 cmake_host_system_information(RESULT DPT_TEST_CORES QUERY NUMBER_OF_LOGICAL_CORES)

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "api/context_elastic.h"
+#include "api/trainer/elastic_setup.h"
 #include "comm/error.h"
 
 namespace dpt::torch {
@@ -30,6 +31,8 @@ bool peer_failure(const std::exception& e) {
   const auto* c = dynamic_cast<const CommError*>(&e);
   return c && !dynamic_cast<const UsageError*>(&e) && !dynamic_cast<const MismatchError*>(&e);
 }
+
+const std::string kNewcomers = "newcomers are waiting to join";
 
 std::string joined(const std::vector<std::string>& ids) {
   std::string s;
@@ -49,6 +52,7 @@ struct ElasticLoop::Impl {
   int64_t completed = 0;
   bool running = false;
   ElasticSummary summary;
+  Clock::time_point last_join_check{};
 
   Communicator& comm() { return *ctx.comm; }
 
@@ -94,20 +98,75 @@ struct ElasticLoop::Impl {
     const Clock::time_point t0 = Clock::now();
     const Membership before = membership(ctx, kWho);
     std::fprintf(stderr, "elastic: leaving generation %d as rank %d: %s\n", before.generation, before.rank, why.c_str());
-    int64_t lost = 0;
+    const int64_t lost = arrive_and_take_state(why);
+    ++summary.recoveries;
+    summary.lost_steps += lost;
+    report(before, t0, why, lost);
+  }
+
+  // The next generation (the communicator aborted first: the buckets in flight end at
+  // once, and peers blocked on this rank fail) and its state; again while a member dies
+  // as the group takes it. Returns the steps given up.
+  int64_t arrive_and_take_state(std::string& why) {
     for (;;) {
-      // Abort first: the buckets in flight end at once, and peers blocked on this rank fail.
       comm().abort("elastic: leaving generation " + std::to_string(membership(ctx, kWho).generation) + ": " + why);
       reducer.abandon_backward();
       next_generation(ctx, why, kWho);
       try {
-        lost = take_group_state();
-        break;
+        return take_group_state();
       } catch (const std::exception& e) {
         if (!peer_failure(e)) throw;
-        why = std::string("re-forming again: ") + e.what();  // a member died while the group took its state
+        why = std::string("re-forming again: ") + e.what();
       }
     }
+  }
+
+  // Before a step: restarted processes waiting to join? Rank 0 asks the store at most
+  // twice a second and broadcasts the answer; a group at launch's MAX asks nothing.
+  bool newcomers_waiting() {
+    train::ElasticSetup& e = *ctx.elastic;
+    if (comm().size() >= e.rendezvous->limits().max) return false;
+    int32_t admit = 0;
+    if (comm().rank() == 0 && Clock::now() - last_join_check >= std::chrono::milliseconds(500)) {
+      last_join_check = Clock::now();
+      admit = e.rendezvous->arrivals_waiting(e.membership.generation + 1) ? 1 : 0;
+    }
+    if (comm().size() > 1) comm().broadcast(make_buffer(&admit, 1), 0);
+    return admit != 0;
+  }
+
+  // Every member takes the newcomers in at this step boundary.
+  void grow() {
+    const Clock::time_point t0 = Clock::now();
+    const Membership before = membership(ctx, kWho);
+    std::string why = kNewcomers;
+    const int64_t lost = arrive_and_take_state(why);
+    if (why == kNewcomers) {
+      ++summary.joins;
+    } else {  // a member died while the group formed: a recovery after all
+      ++summary.recoveries;
+      summary.lost_steps += lost;
+    }
+    report(before, t0, why, lost);
+  }
+
+  // A restarted process, taken in by dpt::init: the members' state before its first step.
+  void join() {
+    const Clock::time_point t0 = Clock::now();
+    const Membership& m = membership(ctx, kWho);
+    try {
+      take_group_state();
+    } catch (const std::exception& e) {
+      if (!peer_failure(e)) throw;
+      reform(std::string("joining: ") + e.what());
+      return;
+    }
+    if (m.rank == 0) std::printf("elastic: joined generation %d as rank %d of %d, at step %lld (%.2f s)\n",
+                                 m.generation, m.rank, m.size(), (long long)completed,
+                                 std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+
+  void report(const Membership& before, Clock::time_point t0, const std::string& why, int64_t lost) {
     const Membership& m = membership(ctx, kWho);
     ElasticReform r;
     r.generation = m.generation;
@@ -115,17 +174,17 @@ struct ElasticLoop::Impl {
     r.world_size = m.size();
     for (const std::string& id : before.ids)
       if (std::find(m.ids.begin(), m.ids.end(), id) == m.ids.end()) r.lost.push_back(id);
+    for (const std::string& id : m.ids)
+      if (std::find(before.ids.begin(), before.ids.end(), id) == before.ids.end()) r.joined.push_back(id);
     r.next_step = completed;
     r.lost_steps = lost;
     r.recovery_s = std::chrono::duration<double>(Clock::now() - t0).count();
     r.reason = why;
-    ++summary.recoveries;
-    summary.lost_steps += lost;
     if (r.rank == 0) {
-      std::printf("elastic: generation %d: world size %d (lost [%s]); resuming at step %lld, %lld step(s) lost, "
-                  "recovery %.2f s\n",
-                  r.generation, r.world_size, joined(r.lost).c_str(), (long long)r.next_step, (long long)lost,
-                  r.recovery_s);
+      std::printf("elastic: generation %d: world size %d (lost [%s], joined [%s]); resuming at step %lld, %lld step(s) "
+                  "lost, %.2f s\n",
+                  r.generation, r.world_size, joined(r.lost).c_str(), joined(r.joined).c_str(), (long long)r.next_step,
+                  (long long)lost, r.recovery_s);
       std::fflush(stdout);
     }
     if (on_reform) on_reform(r);
@@ -156,6 +215,10 @@ ElasticSummary ElasticLoop::run(int64_t steps, const std::function<void(const El
     bool& flag;
     ~Done() { flag = false; }
   } done{d.running};
+  if (d.ctx.elastic->joining) {
+    d.ctx.elastic->joining = false;
+    d.join();
+  }
   for (;;) {
     if (d.completed >= steps) {
       // Every member must be done before any returns: one that failed the last step after
@@ -168,6 +231,16 @@ ElasticSummary ElasticLoop::run(int64_t steps, const std::function<void(const El
         d.reform(e.what());
         continue;
       }
+    }
+    try {
+      if (d.newcomers_waiting()) {
+        d.grow();
+        continue;
+      }
+    } catch (const std::exception& e) {
+      if (!peer_failure(e)) throw;
+      d.reform(e.what());
+      continue;
     }
     const Membership& m = membership(d.ctx, kWho);
     try {

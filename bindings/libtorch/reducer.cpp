@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "api/context_impl.h"
+#include "api/trainer/elastic_setup.h"
 #include "backends/registration.h"
 #include "bindings/libtorch/tensor_comm.h"
 #include "dpt/torch/ddp.h"
@@ -129,16 +130,11 @@ struct Reducer::Impl {
     }
     if (params.empty()) throw std::invalid_argument(kWho + ": the module has no parameter that requires a gradient");
 
-    std::string all;
-    for (const Param& p : params) all += describe(p.name, p.tensor);
-    for (const auto& [name, t] : buffers) all += describe(name, t);
-    // The same FNV-1a digest of the structure on every rank (group_hash hashes any name).
-    const std::string bad = ranks_differing(comm(), backends::group_hash(all));
-    if (!bad.empty())
-      throw std::runtime_error(kWho + ": ranks [" + bad + "] hold other parameters or buffers than rank 0 " +
-                               "(names, dtypes or shapes): every rank must build the same module");
-
-    {
+    // A process restarted under launch --elastic joins members that are not constructing
+    // a wrapper: they check the structure and send the state when its ElasticLoop starts
+    // (broadcast_state), so no collective here.
+    if (!(ctx.elastic && ctx.elastic->joining)) {
+      check_same_structure();
       ::torch::NoGradGuard no_grad;
       for (Param& p : params) broadcast_from_0(p.tensor);
       for (auto& [name, t] : buffers) broadcast_from_0(t);
@@ -150,6 +146,18 @@ struct Reducer::Impl {
     registration.name = kWho;
     registration.in_backward = &in_backward;
     ctx.wrappers.push_back(&registration);
+  }
+
+  // Collective: the same FNV-1a digest of the parameters' and buffers' names, dtypes and
+  // shapes on every rank (group_hash hashes any name), or an error naming the ranks.
+  void check_same_structure() {
+    std::string all;
+    for (const Param& p : params) all += describe(p.name, p.tensor);
+    for (const auto& [name, t] : buffers) all += describe(name, t);
+    const std::string bad = ranks_differing(comm(), backends::group_hash(all));
+    if (!bad.empty())
+      throw std::runtime_error(kWho + ": ranks [" + bad + "] hold other parameters or buffers than rank 0 " +
+                               "(names, dtypes or shapes): every rank must build the same module");
   }
 
   void broadcast_from_0(at::Tensor& t) { broadcast_from(t, 0); }
@@ -546,6 +554,7 @@ void Reducer::broadcast_state(int root) {
   Impl& d = *impl_;
   std::lock_guard<std::mutex> lock(d.mu);
   if (d.in_backward) throw std::logic_error(kWho + ": state broadcast while a backward is due");
+  d.check_same_structure();  // a newcomer's module is checked here, not at its construction
   // The root's bucket layout too: a member that did not finish the step that rebuilt the
   // buckets would otherwise reduce another layout than the others (wrong sums, no error).
   int64_t root_rebuilt = d.rebuilt ? 1 : 0;

@@ -1,8 +1,10 @@
 // The ToyModel of ddp_toy.cpp as an elastic job: started by launch --elastic, it goes on
 // on the survivors when a rank dies, from the last completed step, with no step lost.
-//   build/bin/launch --elastic -n 2:3 build/bin/libtorch_ddp_elastic
+//   build/bin/launch --elastic -n 2:3 --max-restarts 1 build/bin/libtorch_ddp_elastic
 // (the test libtorch.elastic_kill.np3 kills one of three such processes mid-step: the
-// other two finish every step and end where one process on the same samples ends).
+// other two finish every step and end where one process on the same samples ends; with
+// --max-restarts the launcher starts the dead one again and the loop takes it back in:
+// libtorch.elastic_grow.np3).
 #include <dpt/init.h>
 #include <dpt/torch/ddp.h>
 #include <dpt/torch/elastic.h>
@@ -12,8 +14,9 @@
 
 #include "models.h"
 
-int main(int argc, char** argv) {
-  dpt::Context ctx = dpt::init(argc, argv, {.elastic = true});  // generation 0 of the job
+int main(int argc, char** argv) try {
+  // Generation 0 of the job; a restarted process waits here until the members take it in.
+  dpt::Context ctx = dpt::init(argc, argv, {.elastic = true});
   ToyModel model;
   dpt::torch::DistributedDataParallel ddp(model, ctx);
   torch::optim::SGD optimizer(model->parameters(), 0.001);
@@ -36,4 +39,7 @@ int main(int argc, char** argv) {
   if (ctx.rank() == 0)
     std::cout << "done: steps=" << s.steps << " recoveries=" << s.recoveries << " lost_steps=" << s.lost_steps
               << " world_size=" << s.world_size << std::endl;
+} catch (const dpt::ElasticJobOver& e) {
+  std::cout << e.what() << std::endl;  // restarted after the others finished: nothing to do
+  return 0;
 }

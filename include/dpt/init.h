@@ -22,7 +22,10 @@
 //               meeting in the launcher's store, docs/elastic.md); a libtorch loop run by
 //               dpt::torch::ElasticLoop (dpt/torch/elastic.h) then survives a dead rank.
 //               Refused under any other launcher, and launch --elastic refuses a context
-//               made without it (its launcher serves MASTER_PORT itself).
+//               made without it (its launcher serves MASTER_PORT itself). A process
+//               restarted by launch --max-restarts finds the job running: init returns
+//               once the members' loop takes it in (its run() then takes their state), or
+//               throws ElasticJobOver when they finished first (nothing failed: exit 0).
 // Errors (a malformed variable, an unknown backend, a peer that never comes) are
 // std::runtime_error / std::invalid_argument naming what is wrong.
 #pragma once
@@ -30,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 
 namespace dpt {
@@ -39,6 +43,12 @@ struct InitOptions {
   int threads = 0;        // compute threads per rank; 0: --threads N, else planned
   std::string algorithm;  // collective algorithm ("ring", "tree", ...); empty: chosen per call
   bool elastic = false;   // generation 0 of a launch --elastic job; also set by an `--elastic` argument
+};
+
+// From init: this process was restarted under launch --elastic --max-restarts after the
+// members had finished the job. Nothing failed; the program should exit 0.
+struct ElasticJobOver : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 enum class Reduce { sum, avg, max, min };

@@ -12,12 +12,7 @@
 # finish it (run()'s final barrier), equal, and equal to one process.
 #   elastic_kill.sh BIN_DIR PYTHON
 set -euo pipefail
-bin=$1 py=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-prog=$bin/libtorch_elastic_steps
-export COMM_ELASTIC_SETTLE_S=5
-fail() { echo "FAIL: $*"; cat "$tmp/log"; exit 1; }
+source "$(dirname "$0")/elastic_job.sh"
 "$bin/launch" --elastic -n 2:3 "$prog" --steps 40 --fail 1:12 --kill 1:25 --out "$tmp/params" > "$tmp/log" 2>&1 ||
   fail "the elastic job failed"
 grep -E "elastic: generation|summary" "$tmp/log"
@@ -33,8 +28,8 @@ done
 "$bin/launch" --elastic -n 2:3 "$prog" --steps 10 --fail 1:9 --out "$tmp/last" > "$tmp/log" 2>&1 ||
   fail "the job with a failure in its last step failed"
 for r in 0 1 2; do
-  grep "start rank $r: summary" "$tmp/log" | grep -q "steps=10 recoveries=1 lost_steps=0 world_size=3 " ||
-    fail "start rank $r: no 'steps=10 recoveries=1 lost_steps=0 world_size=3' after a failure in the last step"
+  grep "start rank $r: summary" "$tmp/log" | grep -q "steps=10 recoveries=1 joins=0 lost_steps=0 world_size=3 " ||
+    fail "start rank $r: no 'steps=10 recoveries=1 joins=0 lost_steps=0 world_size=3' after a failure in the last step"
 done
 "$prog" --reference --steps 10 --worlds 0:3 --out "$tmp/last_reference"
 cmp "$tmp/last.0" "$tmp/last.1" && cmp "$tmp/last.0" "$tmp/last.2" || fail "the ranks differ after a failure in the last step"

@@ -2,7 +2,7 @@
 // injected at fixed steps, and the same steps done by one process for reference
 // (tests/libtorch/elastic_kill.sh compares them).
 //
-//   elastic_steps --steps N --out FILE [--kill R:S] [--fail R:S]     (launch --elastic)
+//   elastic_steps --steps N --out FILE [--kill R:S] [--fail R:S] [--pace-ms M]   (launch --elastic)
 //   elastic_steps --reference --steps N --out FILE --worlds S0:W0,S1:W1,...   (alone)
 //   elastic_steps --misuse      (alone: ElasticLoop over a context that is not elastic)
 //
@@ -18,6 +18,9 @@
 // backward, once every other member has also finished that backward (they count
 // themselves in the elastic store): they complete step S, it does not, and after the
 // re-forming it must take their state (parameters and momentum) to be right.
+// A process restarted by launch --max-restarts (taken back in by the members' loop) injects
+// nothing and writes FILE.joined. --pace-ms M: each step takes at least M ms, so that a
+// restarted process arrives while the members still train.
 // Each process writes its final parameters (float32) to FILE.<R> and prints a summary.
 #include <signal.h>
 #include <unistd.h>
@@ -26,6 +29,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -119,6 +123,7 @@ int main(int argc, char** argv) {
   std::string out, worlds;
   std::pair<int, int64_t> kill_at{-1, -1}, fail_at{-1, -1};
   bool ref = false, misuse = false;
+  int pace_ms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&] {
@@ -130,6 +135,7 @@ int main(int argc, char** argv) {
     else if (a == "--kill") kill_at = rank_step(value());
     else if (a == "--fail") fail_at = rank_step(value());
     else if (a == "--worlds") worlds = value();
+    else if (a == "--pace-ms") pace_ms = std::stoi(value());
     else if (a == "--reference") ref = true;
     else if (a == "--misuse") misuse = true;
     else throw std::invalid_argument("unknown argument " + a);
@@ -149,29 +155,39 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  dpt::Context ctx = dpt::init(argc, argv, {.elastic = true});
+  std::optional<dpt::Context> joined_ctx;
+  try {
+    joined_ctx.emplace(dpt::init(argc, argv, {.elastic = true}));
+  } catch (const dpt::ElasticJobOver& e) {
+    std::printf("%s\n", e.what());  // restarted after the members finished: nothing to do
+    return 0;
+  }
+  dpt::Context& ctx = *joined_ctx;
+  const bool restarted = ctx.impl().elastic->joining;
   const int start_rank = ctx.rank();
+  const std::string who = restarted ? std::string("joined") : std::to_string(start_rank);
   ToyModel model = fresh_model();
   dpt::torch::DistributedDataParallel ddp(model, ctx);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(kLr).momentum(kMomentum));
   dpt::torch::ElasticLoop loop(ddp, optimizer);
   loop.on_reform([&](const dpt::torch::ElasticReform& r) {
-    std::printf("start rank %d: generation %d, rank %d of %d, resuming at step %lld\n", start_rank, r.generation,
+    std::printf("start rank %s: generation %d, rank %d of %d, resuming at step %lld\n", who.c_str(), r.generation,
                 r.rank, r.world_size, (long long)r.next_step);
   });
   bool failed_once = false;
   const dpt::torch::ElasticSummary s = loop.run(steps, [&](const dpt::torch::ElasticStep& at) {
+    const auto paced = std::chrono::steady_clock::now() + std::chrono::milliseconds(pace_ms);
     auto [x, y] = batch(at.step, at.rank);
     optimizer.zero_grad();
     torch::Tensor pred = ddp.forward(x);
-    if (start_rank == kill_at.first && at.step == kill_at.second)
+    if (!restarted && start_rank == kill_at.first && at.step == kill_at.second)
       pred.register_hook([](torch::Tensor g) {
         ::kill(::getpid(), SIGKILL);
         return g;
       });
     torch::mse_loss(pred, y).backward();
     const std::string key = "libtorch-test/fail/" + std::to_string(fail_at.second);
-    if (at.step == fail_at.second && !failed_once) {
+    if (!restarted && at.step == fail_at.second && !failed_once) {
       if (start_rank != fail_at.first) {
         count_in(ctx, key);
       } else {
@@ -185,9 +201,11 @@ int main(int argc, char** argv) {
       }
     }
     optimizer.step();
+    std::this_thread::sleep_until(paced);
   });
-  write(out + "." + std::to_string(start_rank), model);
-  std::printf("start rank %d: summary steps=%lld recoveries=%d lost_steps=%lld world_size=%d generation=%d\n",
-              start_rank, (long long)s.steps, s.recoveries, (long long)s.lost_steps, s.world_size, s.generation);
+  write(out + "." + who, model);
+  std::printf("start rank %s: summary steps=%lld recoveries=%d joins=%d lost_steps=%lld world_size=%d generation=%d\n",
+              who.c_str(), (long long)s.steps, s.recoveries, s.joins, (long long)s.lost_steps, s.world_size,
+              s.generation);
   return 0;
 }

@@ -33,6 +33,15 @@
 //              is lost, and the failed step is run again by the new group.
 //   on_reform  then the callback, on every member (say, to rebuild a data loader for
 //              the new rank and world size), and the steps go on.
+//   growing    while the group is smaller than launch's MAX, rank 0 asks the store before
+//              each step (at most twice a second) whether processes restarted by
+//              launch --max-restarts wait to join, and tells the members (a one-int
+//              broadcast; a full group skips it). If so, every member arrives in the next
+//              generation with them and the state goes out as after a failure, to the
+//              newcomers too; on_reform runs with `joined` set. A restarted process's
+//              dpt::init returns once the members took it in, its DDP wrapper skips the
+//              broadcast from rank 0 (the members are not in one), and its run() starts by
+//              taking the group's state, so it goes on from the members' step.
 //   end        a barrier (re-formed like a step if it fails), so that no member returns
 //              and exits while another that failed the last step still needs its state.
 // What the step function must do, for the re-run step to equal the one that failed:
@@ -49,7 +58,8 @@
 // rebuilt here yet), and when run() is called from inside a step. run() throws what the
 // re-forming throws (std::runtime_error subclasses): fewer than launch's MIN ranks are
 // left, or this process was excluded from the group (it hung while the others went on).
-// A process restarted by launch --max-restarts is refused by dpt::init (not taken back).
+// A restarted process must build the same model and optimizer and call run(): the members
+// wait for it in the state's collectives.
 #pragma once
 
 #include <torch/torch.h>
@@ -78,16 +88,19 @@ struct ElasticReform {
   int generation = 0;
   int rank = 0;
   int world_size = 0;
-  std::vector<std::string> lost;  // launch's ids of the members gone (e.g. "n0.l2.i0")
+  std::vector<std::string> lost;    // launch's ids of the members gone (e.g. "n0.l2.i0")
+  std::vector<std::string> joined;  // launch's ids of the newcomers taken in (e.g. "n0.l1.i1")
   int64_t next_step = 0;          // the step the group goes on with (= steps completed)
   int64_t lost_steps = 0;         // completed steps given up (0: the most advanced member's state is taken)
   double recovery_s = 0;          // from the failure seen here to the state in place
-  std::string reason;             // the error that ended the previous generation here
+  std::string reason;             // the error that ended the previous generation here, or
+                                  // "newcomers are waiting to join"
 };
 
 struct ElasticSummary {
   int64_t steps = 0;       // completed
-  int recoveries = 0;
+  int recoveries = 0;      // re-formings after a failure
+  int joins = 0;           // re-formings that took newcomers in (and no failure)
   int64_t lost_steps = 0;  // summed over the recoveries
   int world_size = 0;      // at the end
   int generation = 0;
