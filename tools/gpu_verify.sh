@@ -42,7 +42,12 @@ for step in "${steps[@]}"; do
       run_logged device_info build/bin/device_info ;;
     tests)
       # Four at a time: the small models leave the GPU mostly idle, and the time is short.
-      run_logged ctest_gpu ctest --test-dir build -L gpu --output-on-failure -j "${GPU_TEST_JOBS:-4}" ;;
+      # The build's CTest resource spec counts the cores of the machine it was configured
+      # on (tests/test_cores.cmake): this machine's own, or the tests would queue for 2.
+      spec=$log_dir/test_resources.json
+      printf '{"version": {"major": 1, "minor": 0}, "local": [{"cores": [{"id": "0", "slots": %d}], "idle": [{"id": "0", "slots": 2}]}]}\n' \
+        "$(nproc)" > "$spec"
+      run_logged ctest_gpu ctest --test-dir build -L gpu --output-on-failure -j "${GPU_TEST_JOBS:-4}" --resource-spec-file "$spec" ;;
     bench)
       # Host rows first, then device rows, same sizes: the cost of staging is their ratio.
       for be in mpi tcp; do
