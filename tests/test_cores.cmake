@@ -87,3 +87,21 @@ function(dpt_test_cores)
     endif()
   endforeach()
 endfunction()
+
+# A build folder without CTest's cost data (a fresh clone, as CI's) would start the tests in
+# the order they were added, so the docs tests (up to 50 s each, added last) would run at the
+# end with little beside them; seeded from a recorded run's times, CTest starts the longest
+# first, as it does in every later run (it rewrites the file after each).
+set(DPT_TEST_COSTS ${PROJECT_BINARY_DIR}/Testing/Temporary/CTestCostData.txt)
+set(DPT_RECORDED_TIMES ${PROJECT_SOURCE_DIR}/bench/results/suite/suite_j8_xeon_2026-12-03.tsv)
+if(NOT EXISTS ${DPT_TEST_COSTS} AND EXISTS ${DPT_RECORDED_TIMES})
+  file(STRINGS ${DPT_RECORDED_TIMES} _recorded)
+  set(_costs "")
+  foreach(line IN LISTS _recorded)
+    string(REPLACE "\t" ";" fields "${line}")  # seconds, test, result
+    list(GET fields 0 seconds)
+    list(GET fields 1 name)
+    string(APPEND _costs "${name} 1 ${seconds}\n")
+  endforeach()
+  file(WRITE ${DPT_TEST_COSTS} "${_costs}---\n")
+endif()
