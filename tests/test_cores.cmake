@@ -16,8 +16,8 @@
 #   every other test    min(PROCESSORS, the machine's cores): one core per rank.
 # Tests whose checks time the work keep a core per rank even below one core busy
 # (zero.overlap_shaped_link compares step times; elastic.slow_survivor has a 4 s timeout;
-# train.straggler* tell a slow rank by its time). A name that no longer exists is ignored;
-# tests.every_test_holds_cores fails when a test of the suite has no share.
+# train.straggler* tell a slow rank by its time). A name that no longer exists is ignored here, but
+# tests.every_test_holds_cores fails on it, and when a test of the suite has no share.
 set(DPT_IDLE_TESTS
   diloco.elastic.two_hosts.np4     # 27 s, 0.16 cores: waits out the cut link's timeout
   elastic.two_hosts.np4            # 27 s, 0.21 cores: the same

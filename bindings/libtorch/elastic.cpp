@@ -34,7 +34,7 @@ bool peer_failure(const std::exception& e) {
 
 const std::string kNewcomers = "newcomers are waiting to join";
 
-std::string joined(const std::vector<std::string>& ids) {
+std::string comma_list(const std::vector<std::string>& ids) {
   std::string s;
   for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + id;
   return s;
@@ -161,9 +161,10 @@ struct ElasticLoop::Impl {
       reform(std::string("joining: ") + e.what());
       return;
     }
-    if (m.rank == 0) std::printf("elastic: joined generation %d as rank %d of %d, at step %lld (%.2f s)\n",
-                                 m.generation, m.rank, m.size(), (long long)completed,
-                                 std::chrono::duration<double>(Clock::now() - t0).count());
+    // Members rank first, so a newcomer is never rank 0: it says so itself.
+    std::printf("elastic: joined generation %d as rank %d of %d, at step %lld (%.2f s)\n", m.generation, m.rank,
+                m.size(), (long long)completed, std::chrono::duration<double>(Clock::now() - t0).count());
+    std::fflush(stdout);
   }
 
   void report(const Membership& before, Clock::time_point t0, const std::string& why, int64_t lost) {
@@ -183,7 +184,7 @@ struct ElasticLoop::Impl {
     if (r.rank == 0) {
       std::printf("elastic: generation %d: world size %d (lost [%s], joined [%s]); resuming at step %lld, %lld step(s) "
                   "lost, %.2f s\n",
-                  r.generation, r.world_size, joined(r.lost).c_str(), joined(r.joined).c_str(), (long long)r.next_step,
+                  r.generation, r.world_size, comma_list(r.lost).c_str(), comma_list(r.joined).c_str(), (long long)r.next_step,
                   (long long)lost, r.recovery_s);
       std::fflush(stdout);
     }

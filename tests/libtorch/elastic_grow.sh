@@ -17,6 +17,8 @@ source "$(dirname "$0")/elastic_job.sh"
 grep -E "elastic: generation|elastic: joined|summary" "$tmp/log"
 join=$(sed -nE 's/.*elastic: generation 2: world size 3 \(lost \[\], joined \[n0\.l1\.i1\]\); resuming at step ([0-9]+),.*/\1/p' "$tmp/log")
 [[ $join =~ ^[0-9]+$ ]] || fail "no 'generation 2: world size 3 (lost [], joined [n0.l1.i1])' line: the restarted process was not taken in"
+grep -q "elastic: joined generation 2 as rank 2 of 3, at step $join " "$tmp/log" ||
+  fail "the restarted process did not report joining generation 2 as rank 2 of 3 at step $join"
 for who in 0 2 joined; do
   line=$(grep "start rank $who: summary" "$tmp/log") || fail "no summary from start rank $who"
   want=("steps=150 " "lost_steps=0 " "world_size=3 " "generation=2")
